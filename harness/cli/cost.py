@@ -1,0 +1,102 @@
+"""``spyre-bench cost``: the exact model's per-step figures for configs × workloads."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli import options
+from harness.evaluate import changed, workload_figures
+from harness.metrics import WORKLOAD_METRICS, format_bytes
+from harness.report.tables import cell, console, print_json, table
+
+NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per sequence); the "
+        "batched formulas are spyre-inference's")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "cost", help="exact dispatch and cost figures per config and workload",
+        description="Dispatch every step of each workload the way spyre-inference's metadata "
+                    "builder does, and report the exact cost: path taken and why, buckets, kernel "
+                    "loop iterations per layer and per step, padded KV slots per real token, "
+                    "host-to-device bytes and transfers, distinct compile keys, warmup variants "
+                    "and late compiles. Batched decode runs only with SPYRE_BATCHED_DECODE=1 "
+                    "(--batched), as in spyre-inference.",
+        epilog="example: spyre-bench cost --base reference:pre-810 --head reference:post-810-topup"
+               " --block-size 64 --max-model-len 2048 --batched "
+               "--env SPYRE_ATTN_KV_BUCKETS=128,8192 --step 150,150,150,150",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_subjects(p)
+    options.add_matrix(p)
+    options.add_workloads(p)
+    p.add_argument("--per-step", action="store_true",
+                   help="also show every step: path, reason, buckets, iterations, bytes, keys")
+    options.add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    subjects = options.subjects(args)
+    cases = options.cases(args)
+    specs = options.workloads(args)
+    rows = []
+    for case in cases:
+        per_subject = {s.spec: workload_figures(s, case, specs, args.per_step) for s in subjects}
+        for spec in specs:
+            figures = {s: per_subject[s][spec.name] for s in per_subject}
+            row = {"case": case.key(), "workload": spec.name, "subjects": figures}
+            if len(subjects) == 2:
+                row["changed"] = changed(*figures.values(), list(WORKLOAD_METRICS) + ["paths"])
+            rows.append(row)
+    if args.json:
+        print_json(rows)
+    else:
+        _render(rows, [s.spec for s in subjects], args.per_step)
+    computed = any("skipped" not in f for r in rows for f in r["subjects"].values())
+    return 0 if computed else 2
+
+
+def _paths(fig: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in fig["paths"].items())
+
+
+def _render(rows, specs, per_step) -> None:
+    out = console()
+    metrics = list(WORKLOAD_METRICS.values())
+    body = []
+    for r in rows:
+        c = r["case"]
+        lead = [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"],
+                r["workload"]]
+        figs = [r["subjects"][s] for s in specs]
+        skipped = [f.get("skipped") for f in figs]
+        if any(skipped):
+            body.append(lead + [f"skipped: {next(s for s in skipped if s)}"]
+                        + [""] * len(metrics))
+            continue
+        body.append(lead + [cell([_paths(f) for f in figs])]
+                    + [cell([f[m.name] for f in figs], m.unit) for m in metrics])
+    title = f"cost: {specs[0]}" if len(specs) == 1 else f"cost: {specs[0]} → {specs[1]}"
+    n_changed = sum(1 for r in rows if r.get("changed"))
+    caption = NOTE + (f"; {n_changed} of {len(rows)} rows changed" if len(specs) == 2 else "")
+    out.print(table(title, ["bs", "mml", "mns", "overrides", "workload", "paths"]
+                    + [m.label for m in metrics], body, caption=caption))
+    if per_step:
+        for r in rows:
+            for spec in specs:
+                fig = r["subjects"][spec]
+                if "per_step" in fig:
+                    out.print(_step_table(spec, r, fig["per_step"]))
+
+
+def _step_table(spec, row, steps):
+    c = row["case"]
+    body = [[s["step"], s["path"], s["reason"], s["b_seqs"] or "-", s["b_blocks"] or "-",
+             s["blocks_per_chunk"] or "-", s["num_chunks"] or "-", s["iterations_per_layer"],
+             s["iterations_per_step"], s["padded_kv_slots"], format_bytes(s["h2d_bytes"]),
+             format_bytes(s["h2d_bytes_by_tensor"].get("mask", 0)), " ".join(s["compile_keys"])]
+            for s in steps]
+    return table(f"{spec}: {row['workload']} at bs={c['block_size']} mml={c['max_model_len']} "
+                 f"env={c['overrides']}",
+                 ["step", "path", "reason", "B_s", "B_b", "blocks/chunk", "chunks", "iters/layer",
+                  "iters/step", "padded slots", "H2D", "mask", "keys"], body)

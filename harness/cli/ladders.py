@@ -1,0 +1,99 @@
+"""``spyre-bench ladders``: the bucket ladders of one subject, or two side by side."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli import options
+from harness.evaluate import changed, config_figures, field
+from harness.metrics import CONFIG_METRICS
+from harness.report.tables import cell, console, print_json, table
+
+AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
+DEFAULT_AXES = ("kv", "num_blocks", "batched_num_seqs", "batched_num_blocks")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "ladders", help="show bucket ladders across a config matrix (one subject, or base vs head)",
+        description="Show the bucket ladders a subject's bucketer produces for each config of a "
+                    "matrix, with warmup variant counts, reachable and dead keys. With --base and "
+                    "--head, show both and mark every changed row.",
+        epilog="example: spyre-bench ladders --base reference:pre-810 --head "
+               "reference:post-810-topup --block-size 192 --max-model-len 256,2048,32768",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_subjects(p)
+    options.add_matrix(p)
+    p.add_argument("--axes", default=",".join(DEFAULT_AXES), metavar="AXIS,..",
+                   help=f"ladders to show, from {', '.join(AXES)} (default %(default)s)")
+    p.add_argument("--changed-only", action="store_true",
+                   help="with --base/--head: show only rows that differ")
+    options.add_output(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    subjects = options.subjects(args)
+    axes = [a for a in args.axes.split(",") if a]
+    unknown = set(axes) - set(AXES)
+    if unknown:
+        raise options.ConfigError(f"unknown axes {sorted(unknown)}; known: {', '.join(AXES)}")
+    fields = [f"ladders.{a}" for a in axes] + list(CONFIG_METRICS)
+    rows = []
+    for case in options.cases(args):
+        figures = {s.spec: config_figures(s, case) for s in subjects}
+        row = {"case": case.key(), "subjects": figures}
+        if len(subjects) == 2:
+            row["changed"] = changed(*figures.values(), fields)
+        rows.append(row)
+    if args.json:
+        print_json(rows)
+    else:
+        _render(rows, subjects, fields, args.changed_only)
+    return 0
+
+
+def _case_cells(case: dict) -> list:
+    return [case["block_size"], case["max_model_len"], case["max_num_seqs"], case["overrides"]]
+
+
+def _render(rows, subjects, fields, changed_only) -> None:
+    out = console()
+    specs = [s.spec for s in subjects]
+    labels = [f.removeprefix("ladders.") if f.startswith("ladders.") else CONFIG_METRICS[f].label
+              for f in fields]
+    head = ["bs", "mml", "mns", "overrides"]
+    if len(specs) == 1:
+        body = []
+        for r in rows:
+            fig = r["subjects"][specs[0]]
+            if "skipped" in fig:
+                body.append(_case_cells(r["case"]) + [f"skipped: {fig['skipped']}"]
+                            + [""] * (len(fields) - 1))
+                continue
+            body.append(_case_cells(r["case"]) + [cell([field(fig, f)], _unit(f)) for f in fields])
+        out.print(table(f"ladders of {specs[0]}", head + labels, body))
+        return
+    body = []
+    for r in rows:
+        base, head_fig = (r["subjects"][s] for s in specs)
+        if r["changed"] == ["skipped"] or "skipped" in base:
+            body.append(_case_cells(r["case"]) + ["-", base.get("skipped", "ok"),
+                                                  head_fig.get("skipped", "ok"), "skip"])
+            continue
+        for f, label in zip(fields, labels):
+            is_changed = f in r["changed"]
+            if changed_only and not is_changed:
+                continue
+            values = [field(base, f), field(head_fig, f)]
+            body.append(_case_cells(r["case"]) + [
+                label, cell(values[:1], _unit(f)), cell(values[1:], _unit(f)),
+                cell(values, _unit(f)) if is_changed else "="])
+    n_changed = sum(1 for r in rows if r.get("changed"))
+    out.print(table(f"ladders: {specs[0]} (base) vs {specs[1]} (head)",
+                    head + ["axis", "base", "head", "change"], body,
+                    caption=f"{n_changed} of {len(rows)} configs changed"))
+
+
+def _unit(f: str) -> str:
+    return "ladder" if f.startswith("ladders.") else CONFIG_METRICS[f].unit

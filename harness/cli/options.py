@@ -1,0 +1,123 @@
+"""Command-line options shared by the subcommands: subjects, the config matrix, workloads."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.config import ENV_VARS, EngineConfig, Overrides
+from harness.errors import ConfigError
+from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
+from harness.subjects import SPEC_HELP, Subject, resolve_subject
+from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
+
+DEFAULT_SUBJECT = "reference:post-810-clamp"
+
+
+def int_list(text: str) -> list[int]:
+    """``64,128,192`` -> [64, 128, 192] (argparse type)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def add_subjects(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("subjects", f"a subject is the code under test: {SPEC_HELP}")
+    g.add_argument("--subject", metavar="SPEC",
+                   help=f"one subject to show (default {DEFAULT_SUBJECT})")
+    g.add_argument("--base", metavar="SPEC", help="baseline subject of a comparison")
+    g.add_argument("--head", metavar="SPEC", help="subject compared against --base")
+
+
+def subjects(args) -> list[Subject]:
+    if bool(args.base) != bool(args.head):
+        raise ConfigError("--base and --head go together")
+    if args.base and args.subject:
+        raise ConfigError("give either --subject or --base/--head, not both")
+    specs_ = [args.base, args.head] if args.base else [args.subject or DEFAULT_SUBJECT]
+    return [resolve_subject(s) for s in specs_]
+
+
+def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> None:
+    d = EngineConfig()
+    g = p.add_argument_group(
+        "config matrix", "comma-separated lists are crossed; --tier supplies the lists not given")
+    g.add_argument("--tier", choices=sorted(TIERS),
+                   help="; ".join(f"{k}: {t.description}" for k, t in TIERS.items()))
+    g.add_argument("--block-size", type=int_list, metavar="N,..",
+                   help=f"KV cache block size(s), multiples of 64 (default {d.block_size})")
+    g.add_argument("--max-model-len", type=int_list, metavar="N,..",
+                   help=f"max_model_len(s) (default {d.max_model_len})")
+    g.add_argument("--max-num-seqs", type=int_list, metavar="N,..",
+                   help=f"max_num_seqs (default {d.max_num_seqs})")
+    g.add_argument("--max-num-batched-tokens", type=int, metavar="N",
+                   default=d.max_num_batched_tokens, help="max_num_batched_tokens (default %(default)s)")
+    g.add_argument("--num-kv-heads", type=int, default=d.num_kv_heads, metavar="N",
+                   help="KV heads (default %(default)s)")
+    g.add_argument("--queries-per-kv", type=int, default=d.queries_per_kv, metavar="N",
+                   help="query heads per KV head (default %(default)s)")
+    g.add_argument("--head-size", type=int, default=d.head_size, metavar="N",
+                   help="head size (default %(default)s)")
+    g.add_argument("--dtype", default=d.dtype, help="model dtype (default %(default)s)")
+    g.add_argument("--num-layers", type=int, default=d.num_layers, metavar="N",
+                   help="attention layers per step (default %(default)s)")
+    g.add_argument("--overrides", metavar="NAME,..",
+                   help="named env override sets: " + "; ".join(
+                       f"{k}={Overrides.from_env(v).label()}" for k, v in OVERRIDE_SETS.items())
+                   + f" (default {default_overrides})")
+    g.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"an env override ({', '.join(ENV_VARS)}); repeatable; merged into each "
+                        "named set, or a set of its own when --overrides is not given")
+    g.add_argument("--batched", action="store_true",
+                   help="shorthand for --env SPYRE_BATCHED_DECODE=1")
+    p.set_defaults(default_overrides=default_overrides)
+
+
+def cases(args) -> list[Case]:
+    tier = TIERS[args.tier] if args.tier else None
+    base = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens,
+                        num_kv_heads=args.num_kv_heads, queries_per_kv=args.queries_per_kv,
+                        head_size=args.head_size, dtype=args.dtype, num_layers=args.num_layers)
+    pick = lambda given, tiered, default: given or (list(tiered) if tier else [default])  # noqa: E731
+    block_sizes = pick(args.block_size, tier and tier.block_sizes, base.block_size)
+    mmls = pick(args.max_model_len, tier and tier.max_model_lens, base.max_model_len)
+    mnss = pick(args.max_num_seqs, tier and tier.max_num_seqs, base.max_num_seqs)
+
+    extra = Overrides.parse(args.env + (["SPYRE_BATCHED_DECODE=1"] if args.batched else []))
+    if args.overrides:
+        names = [n for n in args.overrides.split(",") if n]
+    elif extra.raw:
+        names = []
+    else:
+        names = list(tier.override_sets) if tier else [args.default_overrides]
+    sets = [(n, override_set(n).with_env(**extra.as_env())) for n in names]
+    if not names:
+        sets = [(extra.label().replace(" ", "+"), extra)]
+    elif extra.raw:
+        sets = [(f"{n}+{extra.label().replace(' ', '+')}", ov) for n, ov in sets]
+    return expand(base, block_sizes, mmls, mnss, sets)
+
+
+def add_workloads(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workloads", "default: every named mix")
+    g.add_argument("--workload", action="append", default=[], metavar="NAME",
+                   help="a named batch mix, repeatable: " + ", ".join(MIXES))
+    g.add_argument("--trace", action="append", default=[], metavar="FILE",
+                   help="replay a trace: one step per line, 'SEQ_LENS [| QUERY_LENS]'")
+    g.add_argument("--step", action="append", default=[], metavar="SEQ_LENS[|QUERY_LENS]",
+                   help="one step given inline, e.g. --step 150,150,150,150 (four decodes)")
+    g.add_argument("--steps", type=int, default=None, metavar="N",
+                   help=f"steps per generated mix (default {DEFAULT_STEPS}, or the tier's)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the generated mixes")
+
+
+def workloads(args) -> list[WorkloadSpec]:
+    steps = args.steps or (TIERS[args.tier].steps if args.tier else DEFAULT_STEPS)
+    return specs(args.workload, args.trace, args.step, steps=steps, seed=args.seed)
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of tables")

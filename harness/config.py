@@ -1,0 +1,169 @@
+"""Engine config and env overrides: the inputs a bucketer sees, validated before they reach it.
+
+Validation mirrors what spyre-inference (or the platform under it) would reject, with messages
+that name the field, so a bad matrix fails on the harness's side in one clear line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.errors import ConfigError
+from harness.ladders import Ladder
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+KV_BUCKETS = "SPYRE_ATTN_KV_BUCKETS"
+QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
+NUM_SEQS_BUCKETS = "SPYRE_ATTN_NUM_SEQS_BUCKETS"
+BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
+ENV_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
+_SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
+          BATCHED_DECODE: "batched"}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The vLLM settings the attention path depends on, plus the model's head layout."""
+
+    block_size: int = 64
+    max_model_len: int = 2048
+    max_num_seqs: int = 32
+    max_num_batched_tokens: int = 2048
+    num_kv_heads: int = 8
+    queries_per_kv: int = 4
+    head_size: int = 128
+    dtype: str = "float16"
+    num_layers: int = 40
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "dtype":
+                if value not in DTYPE_BYTES:
+                    raise ConfigError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{field.name} must be an integer, got {value!r}")
+            if value < 1:
+                raise ConfigError(f"{field.name} must be >= 1, got {value}")
+        if self.block_size % 64:
+            raise ConfigError(
+                f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def num_heads(self) -> int:
+        return self.num_kv_heads * self.queries_per_kv
+
+    def replace(self, **changes) -> EngineConfig:
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def label(self) -> str:
+        return f"bs={self.block_size} mml={self.max_model_len}"
+
+
+def parse_bucket_list(name: str, raw: str | None) -> Ladder | None:
+    """Parse a comma-separated bucket override the way spyre-inference does, with clear errors.
+
+    Unset or exactly "" means no override; empty fields are skipped; the result is sorted and
+    de-duplicated; Python int spellings (``+64``, ``1_024``) are accepted.
+    """
+    if raw is None or raw == "":
+        return None
+    fields = [f for f in raw.split(",") if f != ""]
+    if not fields:
+        raise ConfigError(f"{name}={raw!r}: no bucket sizes in it (expected e.g. 128,512,2048)")
+    values = set()
+    for field in fields:
+        try:
+            value = int(field)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r}: {field!r} is not an integer") from None
+        if value < 1:
+            raise ConfigError(f"{name}={raw!r}: bucket sizes must be >= 1, got {value}")
+        values.add(value)
+    return tuple(sorted(values))
+
+
+def parse_flag(name: str, raw: str | None) -> int | None:
+    """SPYRE_BATCHED_DECODE is parsed as an integer by spyre-inference ("" and "true" raise)."""
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: must be an integer (0 = off, 1 = on)") from None
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The env overrides of one run, parsed; ``raw`` keeps the exact strings for the subject."""
+
+    raw: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Parse eagerly so a malformed override fails when the matrix is built, not mid-run.
+        for name, value in self.raw:
+            if name not in ENV_VARS:
+                raise ConfigError(f"unknown override {name!r}; known: {', '.join(ENV_VARS)}")
+            if name == BATCHED_DECODE:
+                parse_flag(name, value)
+            else:
+                parse_bucket_list(name, value)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Overrides:
+        env = env or {}
+        return cls(tuple(sorted((k, str(v)) for k, v in env.items())))
+
+    @classmethod
+    def parse(cls, assignments: list[str]) -> Overrides:
+        """From ``KEY=VALUE`` strings (the CLI's ``--env``)."""
+        env = {}
+        for item in assignments:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--env {item!r}: expected KEY=VALUE, e.g. {KV_BUCKETS}=128,8192")
+            env[key.strip()] = value
+        return cls.from_env(env)
+
+    def get(self, name: str) -> str | None:
+        return dict(self.raw).get(name)
+
+    @property
+    def kv(self) -> Ladder | None:
+        return parse_bucket_list(KV_BUCKETS, self.get(KV_BUCKETS))
+
+    @property
+    def query(self) -> Ladder | None:
+        return parse_bucket_list(QUERY_BUCKETS, self.get(QUERY_BUCKETS))
+
+    @property
+    def num_seqs(self) -> Ladder | None:
+        return parse_bucket_list(NUM_SEQS_BUCKETS, self.get(NUM_SEQS_BUCKETS))
+
+    @property
+    def batched_decode(self) -> bool:
+        return bool(parse_flag(BATCHED_DECODE, self.get(BATCHED_DECODE)))
+
+    def as_env(self) -> dict[str, str]:
+        return dict(self.raw)
+
+    def label(self) -> str:
+        if not self.raw:
+            return "none"
+        return " ".join(f"{_SHORT[k]}={v}" for k, v in self.raw)
+
+    def with_env(self, **env: str) -> Overrides:
+        merged = self.as_env()
+        merged.update(env)
+        return Overrides.from_env(merged)

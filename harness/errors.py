@@ -1,0 +1,17 @@
+"""Errors a user can fix. The CLI prints them on one line and exits with status 2."""
+
+
+class HarnessError(Exception):
+    """Base for every error caused by input (flags, files, subjects), not by a harness bug."""
+
+
+class ConfigError(HarnessError, ValueError):
+    """An engine config or env override that the code under test would reject or misbehave on."""
+
+
+class TraceError(HarnessError, ValueError):
+    """A workload trace line that cannot be parsed or does not fit the config."""
+
+
+class SubjectError(HarnessError):
+    """A subject spec that cannot be resolved or loaded."""

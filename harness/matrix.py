@@ -1,0 +1,94 @@
+"""Config matrices: named tiers of block sizes, max_model_len, and env override sets.
+
+``quick`` is sized for PR CI (seconds on two cores), ``full`` for nightly hardware runs. The named
+override sets are the configurations the #810 review reasoned about.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from harness.config import (
+    BATCHED_DECODE, KV_BUCKETS, NUM_SEQS_BUCKETS, QUERY_BUCKETS, EngineConfig, Overrides,
+)
+from harness.errors import ConfigError
+
+_ON = {BATCHED_DECODE: "1"}
+
+OVERRIDE_SETS: dict[str, dict[str, str]] = {
+    "none": {},
+    "batched": dict(_ON),
+    # review point 2: entries above max_model_len (top-up keeps them)
+    "kv-above-limit": {**_ON, KV_BUCKETS: "128,8192"},
+    # review point 5: a sparse kv ladder, the only way the batched ladder shortens
+    "kv-sparse": {**_ON, KV_BUCKETS: "512,1024,2048"},
+    # recorded num_seqs entries below the batching minimum of 4: dead warmup variants
+    "num-seqs-low": {**_ON, NUM_SEQS_BUCKETS: "1,2,4"},
+    # no query bucket 1: decodes compile outside warmup
+    "query-no-1": {**_ON, QUERY_BUCKETS: "512,2048"},
+}
+
+
+@dataclass(frozen=True)
+class Tier:
+    description: str
+    block_sizes: tuple[int, ...]
+    max_model_lens: tuple[int, ...]
+    override_sets: tuple[str, ...]
+    max_num_seqs: tuple[int, ...] = (32,)
+    steps: int = 32
+
+
+TIERS: dict[str, Tier] = {
+    "quick": Tier("PR CI: 4 block sizes x 4 max_model_len x 4 override sets",
+                  (64, 128, 192, 256), (256, 2048, 8192, 32768),
+                  ("none", "batched", "kv-above-limit", "kv-sparse")),
+    "full": Tier("nightly: 6 block sizes x 6 max_model_len x every override set x 3 max_num_seqs",
+                 (64, 128, 192, 256, 320, 512), (256, 1024, 2048, 8192, 32768, 131072),
+                 tuple(OVERRIDE_SETS), max_num_seqs=(8, 32, 128), steps=64),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell of the matrix: a config and the overrides it runs under."""
+
+    config: EngineConfig
+    overrides: Overrides
+    overrides_name: str = field(default="custom")
+
+    def label(self) -> str:
+        return f"{self.config.label()} env={self.overrides_name}"
+
+    def key(self) -> dict:
+        """The identifying fields, for JSON rows and ASV params."""
+        return {"block_size": self.config.block_size, "max_model_len": self.config.max_model_len,
+                "max_num_seqs": self.config.max_num_seqs,
+                "max_num_batched_tokens": self.config.max_num_batched_tokens,
+                "overrides": self.overrides_name, "env": self.overrides.as_env()}
+
+
+def override_set(name: str) -> Overrides:
+    if name not in OVERRIDE_SETS:
+        raise ConfigError(f"unknown override set {name!r}; known: {', '.join(OVERRIDE_SETS)}")
+    return Overrides.from_env(OVERRIDE_SETS[name])
+
+
+def expand(base: EngineConfig, block_sizes, max_model_lens, max_num_seqs,
+           overrides: list[tuple[str, Overrides]]) -> list[Case]:
+    """The cross product, in a stable order (overrides outermost, then bs, mml, mns)."""
+    cases = []
+    for (name, ov), bs, mml, mns in itertools.product(overrides, block_sizes, max_model_lens,
+                                                      max_num_seqs):
+        config = base.replace(block_size=bs, max_model_len=mml, max_num_seqs=mns)
+        cases.append(Case(config, ov, name))
+    return cases
+
+
+def tier_cases(name: str, base: EngineConfig | None = None) -> list[Case]:
+    if name not in TIERS:
+        raise ConfigError(f"unknown tier {name!r}; known: {', '.join(TIERS)}")
+    t = TIERS[name]
+    return expand(base or EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
+                  [(o, override_set(o)) for o in t.override_sets])

@@ -1,0 +1,1 @@
+"""Rendering for people: terminal tables now; markdown and HTML reports build on the same rows."""

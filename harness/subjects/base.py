@@ -1,0 +1,92 @@
+"""The subject protocol: one version of the code under test, reduced to the data the model needs.
+
+Every subject (the embedded reference policies, or spyre-inference loaded from a checkout) answers
+the same question — "what does your bucketer say for this config and these overrides?" — with a
+:class:`Bucketing`. The model never sees the subject's code, only this value.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.config import EngineConfig, Overrides
+from harness.ladders import Ladder
+
+#: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
+CAPABILITIES = {
+    "bucketer": "the attention bucketer (kv / query / num_blocks axes and variants())",
+    "num_seqs_axis": "the bucketer owns the batched-decode ladders (num_seqs axis, post-#810)",
+    "batched_decode_variants": "warmup records the batched decode grid (batched_decode_variants)",
+    "chunking": "chunked batched decode (batched_decode_chunking: blocks_per_chunk, num_chunks)",
+    "decode_prefix": "the decode prefix of a mixed batch runs batched",
+}
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """A subject's ladders and warmup records for one (config, overrides) pair."""
+
+    kv: Ladder
+    query: Ladder
+    #: Per-sequence num_blocks axis (ceil(kv / bs) over the kv ladder).
+    num_blocks: Ladder
+    #: The bucketer's own num_seqs axis, or None where the bucketer has none (pre-#810).
+    num_seqs: Ladder | None
+    #: The ladders the metadata builder dispatches batched decode on.
+    batched_num_seqs: Ladder
+    batched_num_blocks: Ladder
+    #: Per-sequence kernel variants recorded at warmup: (num_blocks, query_bucket) pairs.
+    variants: tuple[tuple[int, int], ...]
+    #: Batched kernel variants recorded at warmup: (num_seqs, num_blocks); empty if none are.
+    batched_variants: tuple[tuple[int, int], ...]
+    batched_enabled: bool
+    #: (b_seqs, b_blocks) -> (blocks_per_chunk, num_chunks) for the chunked kernel, else None.
+    chunking: Callable[[int, int], tuple[int, int]] | None = field(default=None, compare=False)
+    decode_prefix_batched: bool = False
+    min_batched_seqs: int = 4
+    #: What the bucketer warned about (non-power-of-two bs, appended or dropped override entries).
+    notes: tuple[str, ...] = ()
+
+    def ladders(self) -> dict[str, Ladder | None]:
+        """The axes by name, in display order."""
+        return {
+            "kv": self.kv,
+            "query": self.query,
+            "num_blocks": self.num_blocks,
+            "num_seqs": self.num_seqs,
+            "batched_num_seqs": self.batched_num_seqs,
+            "batched_num_blocks": self.batched_num_blocks,
+        }
+
+
+class Subject(ABC):
+    """One version of the code under test."""
+
+    #: How the user named it (``reference:pre-810``, ``git:../si@abc123`` ...).
+    spec: str
+    #: A stable identity for results: a commit hash, or policy plus harness version.
+    identity: str
+    capabilities: frozenset[str]
+
+    @abstractmethod
+    def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        """The subject's ladders for one config; raises HarnessError on configs it rejects."""
+
+    def decode_kernel(self):
+        """The subject's batched decode kernel as ``(callable, generation)``, or None.
+
+        generation is "A" (one block per loop step) or "B" (chunked). Only measurement calls this,
+        so implementations may import torch here, never at module level.
+        """
+        return None
+
+    def lacks(self, capability: str) -> str | None:
+        """A skip reason if the subject lacks ``capability``, else None."""
+        if capability in self.capabilities:
+            return None
+        return f"{self.spec} has no {capability} ({CAPABILITIES.get(capability, capability)})"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec}>"
