@@ -1,0 +1,162 @@
+"""Compare two sides (subjects measured now, or commits in stored history).
+
+Exact figures are compared exactly: any difference is reported, in both directions, because an
+unexpected win is as suspicious as a loss. Ladders are compared per config and axis. Timings are
+judged by harness.analyze.stats. Which machine, device and environment produced each side is
+checked: numbers from different machines are not comparable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
+from harness.evaluate import config_figures, workload_figures
+from harness.matrix import Case
+from harness.metrics import CONFIG_METRICS, METRICS, WORKLOAD_METRICS
+from harness.subjects.base import Subject
+from harness.workloads import WorkloadSpec
+
+LADDER_AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
+CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "overrides", "workload")
+_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
+          "workload": "workload"}
+
+
+def case_label(params: dict) -> str:
+    """``bs 192, mml 2048, mns 32, env batched`` (+ workload), in a stable field order."""
+    parts = [f"{_SHORT[k]} {params[k]}" for k in CASE_FIELDS if k in params]
+    parts += [f"{k} {v}" for k, v in sorted(params.items()) if k not in _SHORT]
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class ExactChange:
+    metric: str
+    params: dict
+    base: float | None
+    head: float | None
+
+    @property
+    def unit(self) -> str:
+        return METRICS[self.metric].unit if self.metric in METRICS else ""
+
+    @property
+    def direction(self) -> str:
+        """'worse' when the figure grew (every metric is lower-is-better), else 'better'."""
+        if self.base is None or self.head is None:
+            return "appeared" if self.base is None else "vanished"
+        return "worse" if self.head > self.base else "better"
+
+
+@dataclass(frozen=True)
+class LadderChange:
+    params: dict
+    axis: str
+    base: list | None
+    head: list | None
+
+
+@dataclass(frozen=True)
+class TimingChange:
+    benchmark: str
+    params: dict
+    unit: str
+    base: list[float]
+    head: list[float]
+    verdict: Verdict
+
+
+@dataclass
+class Side:
+    """What one side is: the subject or commit, and where it was measured."""
+
+    label: str
+    commit: str | None = None
+    machine: str | None = None
+    device: str | None = None
+    env_name: str | None = None
+    harness: str | None = None
+
+
+@dataclass
+class Comparison:
+    base: Side
+    head: Side
+    exact_compared: int = 0
+    exact: list[ExactChange] = field(default_factory=list)
+    ladders: list[LadderChange] = field(default_factory=list)
+    timings: list[TimingChange] = field(default_factory=list)
+    #: (what, reason) for anything that could not be compared on one side or both.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Fingerprint mismatches (machine, device, environment): the timings are not comparable.
+    problems: list[str] = field(default_factory=list)
+    factor: float = DEFAULT_FACTOR
+    alpha: float = DEFAULT_ALPHA
+
+    def timing_kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.timings:
+            out[t.verdict.kind] = out.get(t.verdict.kind, 0) + 1
+        return out
+
+
+def _number(value):
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _exact_rows(figures: dict, names) -> dict[str, float | None]:
+    return {name: _number(figures.get(name)) for name in names}
+
+
+def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict,
+                    metrics) -> None:
+    """Add the exact and ladder differences of one config (or config × workload) pair."""
+    what = case_label(params)
+    for side, fig in (("base", base), ("head", head)):
+        if "skipped" in fig:
+            comparison.skipped.append((f"{what} ({side})", fig["skipped"]))
+    if "skipped" in base or "skipped" in head:
+        return
+    b, h = _exact_rows(base, metrics), _exact_rows(head, metrics)
+    for name in metrics:
+        comparison.exact_compared += 1
+        if b[name] != h[name]:
+            comparison.exact.append(ExactChange(name, params, b[name], h[name]))
+    if "ladders" in base:
+        for axis in LADDER_AXES:
+            lb, lh = base["ladders"].get(axis), head["ladders"].get(axis)
+            if lb != lh:
+                comparison.ladders.append(LadderChange(params, axis, lb, lh))
+
+
+def compare_subjects(base: Subject, head: Subject, cases: list[Case],
+                     workloads: list[WorkloadSpec], **kwargs) -> Comparison:
+    """Exact comparison of two subjects computed now (no stored results needed)."""
+    comparison = Comparison(Side(base.spec, _commit(base)), Side(head.spec, _commit(head)),
+                            **kwargs)
+    for case in cases:
+        key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
+        compare_figures(comparison, key, config_figures(base, case), config_figures(head, case),
+                        list(CONFIG_METRICS))
+        wb = workload_figures(base, case, workloads)
+        wh = workload_figures(head, case, workloads)
+        for name in wb:
+            compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
+                            list(WORKLOAD_METRICS))
+    return comparison
+
+
+def _commit(subject: Subject) -> str | None:
+    identity = subject.identity
+    return identity if len(identity) == 40 and all(c in "0123456789abcdef" for c in identity) \
+        else None
+
+
+def add_timings(comparison: Comparison, rows) -> None:
+    """Judge timing rows: (benchmark, params, unit, base samples, head samples)."""
+    for benchmark, params, unit, base, head in rows:
+        verdict = judge(base, head, comparison.factor, comparison.alpha)
+        comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
+                                               verdict))
