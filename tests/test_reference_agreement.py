@@ -36,7 +36,7 @@ def test_fixture_commit_equals_reference_policy(spyre_repo, generation, policy):
     got = figures(resolve_subject(spyre_repo.spec(generation)))
     want = figures(resolve_subject(f"reference:{policy}"))
     assert not any("skipped" in c for c, _ in got)
-    mismatches = [case.label() for case, g, w in zip(CASES, got, want) if g != w]
+    mismatches = [case.label() for case, g, w in zip(CASES, got, want, strict=True) if g != w]
     assert mismatches == []
 
 

@@ -61,11 +61,21 @@ def test_capabilities_are_probed_per_generation(subjects, spyre_repo, generation
 
 def test_any_revision_expression_names_the_same_commit(spyre_repo):
     pre = spyre_repo.commits["pre-810"]
-    for rev in ("pre-810", pre, pre[:9], "main~4", f"{BROKEN}~5", "refs/tags/810-topup^"):
+    for rev in ("pre-810", pre, pre[:9], "main~4", f"wip/{BROKEN}~5", "refs/tags/810-topup^"):
         s = resolve_subject(f"git:{spyre_repo.path}@{rev}")
         assert s.identity == pre, rev
         assert s.spec == f"git:{spyre_repo.path}@{rev}"
-    assert resolve_subject(f"git:{spyre_repo.path}").identity == spyre_repo.commits["gen4"]
+    for rev in ("", "@main", "@main@{0}", "@HEAD@{0}"):
+        assert resolve_subject(f"git:{spyre_repo.path}{rev}").identity == spyre_repo.commits["gen4"]
+
+
+def test_revisions_are_read_as_committed_whatever_gitattributes_say(spyre_repo):
+    rev = spyre_repo.add_commit({".gitattributes": "spyre_inference/** export-ignore\n"
+                                                   "*.py export-subst\n"}, "attrs",
+                                parent="810-clamp")
+    s = resolve_subject(spyre_repo.spec(rev))
+    assert s.capabilities == resolve_subject(spyre_repo.spec("810-clamp")).capabilities
+    assert s.bucketing(cfg(192), NONE).num_blocks == (2, 3, 6, 11)
 
 
 def test_a_repo_path_containing_at_signs(spyre_repo, tmp_path):
@@ -200,9 +210,9 @@ def test_an_exception_for_one_config_is_a_skip_naming_subject_and_config(spyre_r
 
 
 def test_a_config_attribute_the_harness_does_not_model_is_named(spyre_repo):
-    rev = spyre_repo.edit(BUCKETER, "        max_model_len = vllm_config.model_config.max_model_len\n",
-                          "        max_model_len = vllm_config.model_config.max_model_len\n"
-                          "        dtype = vllm_config.model_config.dtype\n", parent="810-clamp")
+    line = "        max_model_len = vllm_config.model_config.max_model_len\n"
+    rev = spyre_repo.edit(BUCKETER, line, line + "        dtype = vllm_config.model_config.dtype\n",
+                          parent="810-clamp")
     with pytest.raises(SubjectRejected, match=r"vllm_config\.model_config\.dtype is not "
                                               r"provided by spyre-bench"):
         resolve_subject(spyre_repo.spec(rev)).bucketing(cfg(), NONE)

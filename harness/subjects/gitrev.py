@@ -1,16 +1,16 @@
 """Revisions of a local git repository: parse ``<repo>@<rev>``, resolve it, read a subtree.
 
-A revision is read straight out of the object store (``git archive`` into memory), so nothing is
-ever written to disk: no temporary worktree or folder to clean up, even when the run is killed,
-and the user's repository (its worktree list, index and refs) is never touched.
+A revision is read straight out of the object store (``ls-tree`` + ``cat-file --batch`` into
+memory), so nothing is ever written to disk: no temporary worktree or folder to clean up, even when
+the run is killed, and the user's repository (worktree list, index, refs) is never touched. Blobs
+are read as committed: unlike ``git archive``, no ``.gitattributes`` export rule can drop or
+rewrite a file of the code under test.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 from harness.errors import SubjectError
@@ -19,11 +19,12 @@ from harness.errors import SubjectError
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C"}
 
 
-def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def git(repo: Path, *args: str, check: bool = True,
+        input: bytes | None = None) -> subprocess.CompletedProcess:
     """Run ``git -C repo args`` capturing bytes; raise CalledProcessError on failure if check."""
     env = {**os.environ, **_GIT_ENV}
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env,
-                          check=check)
+                          check=check, input=input)
 
 
 def _first_line(err: bytes) -> str:
@@ -61,23 +62,34 @@ def resolve(spec: str, repo: Path, rev: str) -> str:
 
 
 def read_subtree(spec: str, repo: Path, commit: str, prefix: str) -> dict[str, bytes] | None:
-    """Every ``.py`` file under ``prefix/`` at ``commit`` (relative path -> bytes), or None when
-    the commit has no such folder."""
-    listed = git(repo, "ls-tree", "--name-only", commit, "--", prefix, check=False)
+    """Every ``.py`` file under ``prefix/`` at ``commit`` (path from the repository root ->
+    bytes), or None when the commit has no such folder."""
+    listed = git(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", prefix, check=False)
     if listed.returncode:
         raise SubjectError(f"{spec}: cannot list {prefix}/ at {commit[:12]} "
                            f"({_first_line(listed.stderr)})")
-    if not listed.stdout.strip():
+    blobs = {}
+    for entry in listed.stdout.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.partition(b"\t")
+        mode, kind, oid = meta.split()
+        # Regular files only: symlinks hold a target, not source; submodules are commits.
+        if kind == b"blob" and mode in (b"100644", b"100755") and path.endswith(b".py"):
+            blobs[path.decode()] = oid.decode()
+    if not listed.stdout:
         return None
-    archive = git(repo, "archive", "--format=tar", commit, "--", prefix, check=False)
-    if archive.returncode:
-        raise SubjectError(f"{spec}: git archive of {prefix}/ at {commit[:12]} failed "
-                           f"({_first_line(archive.stderr)})")
-    files = {}
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout), mode="r:") as tar:
-        for member in tar:
-            if member.isfile() and member.name.endswith(".py"):
-                files[member.name] = tar.extractfile(member).read()
+    batch = git(repo, "cat-file", "--batch", input="".join(f"{o}\n" for o in blobs.values())
+                .encode(), check=False)
+    if batch.returncode:
+        raise SubjectError(f"{spec}: cannot read {prefix}/ at {commit[:12]} "
+                           f"({_first_line(batch.stderr)})")
+    files, out, pos = {}, batch.stdout, 0
+    for path in blobs:
+        header_end = out.index(b"\n", pos)
+        size = int(out[pos:header_end].split()[2])
+        files[path] = out[header_end + 1:header_end + 1 + size]
+        pos = header_end + 1 + size + 1
     return files
 
 

@@ -225,7 +225,10 @@ def backend_standin(tree: SourceTree) -> types.ModuleType:
     """
     mod = types.ModuleType(BACKEND_MODULE)
     mod.__file__ = tree.filename(BACKEND_FILE)
-    parsed = tree.parsed(BACKEND_FILE)
+    try:
+        parsed = tree.parsed(BACKEND_FILE)
+    except SyntaxError:
+        parsed = None  # nothing can be taken from it: the fallbacks below answer
 
     def __getattr__(name: str):
         if name.startswith("__"):

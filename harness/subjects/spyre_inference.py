@@ -2,7 +2,7 @@
 
 Specs: ``spyre-inference`` (the installed package), ``path:<checkout>``, ``git:<repo>@<rev>``.
 The subject snapshots ``spyre_inference/**.py`` once (from the checkout, or from the revision's
-objects with ``git archive``, never a worktree), probes what that version has, and then answers
+objects in the git store, never a worktree), probes what that version has, and then answers
 each ``bucketing(config, overrides)`` with a fresh load inside an isolated window
 (:mod:`harness.subjects.loader`): env overrides set only there, ``clear_env_cache()`` before the
 construction, every module of the load gone afterwards.
@@ -65,7 +65,7 @@ class SubjectRejected(HarnessError):
     """The subject's code raised for one config: that config's rows become skips."""
 
 
-# -- the config the bucketer is constructed with ----------------------------------------------------
+# -- the config the bucketer is constructed with ----------------------------------------------
 
 class _Section:
     """Exactly the attributes the bucketer is known to read; any other is a clear AttributeError."""
