@@ -8,13 +8,16 @@ checked: numbers from different machines are not comparable.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
+from harness.errors import HarnessError
 from harness.evaluate import config_figures, workload_figures
 from harness.matrix import Case
 from harness.metrics import CONFIG_METRICS, METRICS, WORKLOAD_METRICS
+from harness.store.history import load_identity
 from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
 
@@ -160,3 +163,123 @@ def add_timings(comparison: Comparison, rows) -> None:
         verdict = judge(base, head, comparison.factor, comparison.alpha)
         comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
                                                verdict))
+
+
+# -- stored history ----------------------------------------------------------------------------
+
+def _commit_rows(frame, prefix: str):
+    commits = sorted({c for c in frame["commit"].unique() if c.startswith(prefix)})
+    if not commits:
+        raise HarnessError(f"no stored results for commit {prefix!r}")
+    if len(commits) > 1:
+        raise HarnessError(f"commit prefix {prefix!r} is ambiguous: {', '.join(c[:12] for c in commits)}")
+    return frame[frame["commit"] == commits[0]]
+
+
+def _pick_series(rows, machine: str | None, env_name: str | None):
+    if machine:
+        rows = rows[rows["machine"] == machine]
+    if env_name:
+        rows = rows[rows["env_name"] == env_name]
+    return rows
+
+
+def _side(rows, label: str) -> Side:
+    first = rows.iloc[0]
+    identity = load_identity(first["file"])
+    return Side(identity.get("label") or label, first["commit"], first["machine"],
+                identity.get("device"), first["env_name"], identity.get("harness_commit"))
+
+
+def compare_stored(frame, base: str, head: str, machine: str | None = None,
+                   env_name: str | None = None, allow_cross_machine: bool = False,
+                   **kwargs) -> Comparison:
+    """Compare two commits' stored results (one machine and environment per side)."""
+    b_rows = _pick_series(_commit_rows(frame, base), machine, env_name)
+    h_rows = _pick_series(_commit_rows(frame, head), machine, env_name)
+    b_series = set(zip(b_rows["machine"], b_rows["env_name"]))
+    h_series = set(zip(h_rows["machine"], h_rows["env_name"]))
+    if not b_series or not h_series:
+        raise HarnessError(f"no stored results for {base if not b_series else head} on "
+                           f"machine={machine or 'any'} env={env_name or 'any'}")
+    shared = b_series & h_series
+    if len(shared) > 1:
+        raise HarnessError("both commits were measured on several machines/environments "
+                           f"({', '.join(sorted(f'{m}/{e}' for m, e in shared))}): pick one with "
+                           "--machine/--env-name")
+    pick_b, pick_h = (next(iter(shared)),) * 2 if shared else (min(b_series), min(h_series))
+    b_rows = b_rows[(b_rows["machine"] == pick_b[0]) & (b_rows["env_name"] == pick_b[1])]
+    h_rows = h_rows[(h_rows["machine"] == pick_h[0]) & (h_rows["env_name"] == pick_h[1])]
+    comparison = Comparison(_side(b_rows, base), _side(h_rows, head), **kwargs)
+    _check_fingerprints(comparison)
+
+    _compare_exact_rows(comparison, b_rows, h_rows)
+    _compare_stored_ladders(comparison, b_rows, h_rows)
+    timing_rows = _paired_timings(b_rows, h_rows)
+    if comparison.problems and not allow_cross_machine:
+        comparison.skipped += [(f"{bench} {case_label(params)}", "timings from different "
+                                "machines/devices are not comparable")
+                               for bench, params, *_ in timing_rows]
+    else:
+        add_timings(comparison, timing_rows)
+    return comparison
+
+
+def _check_fingerprints(c: Comparison) -> None:
+    for what in ("machine", "device", "env_name"):
+        b, h = getattr(c.base, what), getattr(c.head, what)
+        if b != h:
+            c.problems.append(f"{what} differs: {b} (base) vs {h} (head)")
+
+
+def _key(row) -> tuple:
+    return row["benchmark"], json.dumps(row["params"], sort_keys=True)
+
+
+def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
+    exact = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].str.startswith(  # noqa
+        "exact.")].iterrows()}
+    b, h = exact(b_rows), exact(h_rows)
+    for key in sorted(set(b) | set(h)):
+        rb, rh = b.get(key), h.get(key)
+        row = rb if rb is not None else rh
+        params, metric = row["params"], row["benchmark"].rsplit(".track_", 1)[-1]
+        statuses = (rb["status"] if rb is not None else "absent",
+                    rh["status"] if rh is not None else "absent")
+        if statuses != ("ok", "ok"):
+            if statuses[0] != statuses[1]:
+                comparison.skipped.append((f"{metric} {case_label(params)}",
+                                           f"base {statuses[0]}, head {statuses[1]}"))
+            continue
+        comparison.exact_compared += 1
+        if rb["value"] != rh["value"]:
+            comparison.exact.append(ExactChange(metric, params, _number(rb["value"]),
+                                                _number(rh["value"])))
+
+
+def _compare_stored_ladders(comparison: Comparison, b_rows, h_rows) -> None:
+    lb = load_identity(b_rows.iloc[0]["file"]).get("ladders") or {}
+    lh = load_identity(h_rows.iloc[0]["file"]).get("ladders") or {}
+    for key in sorted(set(lb) & set(lh)):
+        if key == "skipped":
+            continue
+        bs, mml, mns, overrides = json.loads(key)
+        params = {"block_size": bs, "max_model_len": mml, "max_num_seqs": mns,
+                  "overrides": overrides}
+        for axis in LADDER_AXES:
+            a, b = lb[key].get(axis), lh[key].get(axis)
+            if a != b and "skipped" not in lb[key] and "skipped" not in lh[key]:
+                comparison.ladders.append(LadderChange(params, axis, a, b))
+
+
+def _paired_timings(b_rows, h_rows) -> list:
+    timed = lambda rows: {_key(r): r for _, r in rows[(rows["type"] == "time")  # noqa: E731
+                                                      & (rows["status"] == "ok")].iterrows()}
+    b, h = timed(b_rows), timed(h_rows)
+    out = []
+    for key in sorted(set(b) & set(h)):
+        rb, rh = b[key], h[key]
+        samples_b = rb["samples"] or [rb["value"]]
+        samples_h = rh["samples"] or [rh["value"]]
+        out.append((rb["benchmark"], rb["params"], rb["unit"], samples_b, samples_h))
+    return out

@@ -8,7 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost", "history")
+COMMANDS = ("ladders", "cost", "history", "run")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -36,11 +36,11 @@ _PERCENT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
 
 @dataclass(frozen=True)
 class Target:
-    """One commit to measure; ``subject`` yields the spec the suite loads for it."""
+    """One commit to measure and the subject spec the suite loads for it."""
 
     label: str
     commit: str
-    subject: Callable[[], contextlib.AbstractContextManager[str]]
+    spec: str
 
 
 @dataclass
@@ -111,14 +111,31 @@ def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], Non
         raise
 
 
-def write_identity(path: Path, target: Target, spec: str, options: Options,
-                   skipped: list[dict], interrupted: bool) -> Path:
+def ladders_snapshot(spec: str, tier: str) -> dict:
+    """The subject's ladders for every config of the tier (ASV can only store numbers)."""
+    from harness.evaluate import config_figures
+    from harness.matrix import tier_cases
+    from harness.subjects import resolve_subject
+    try:
+        subject = resolve_subject(spec)
+    except HarnessError as exc:
+        return {"skipped": str(exc)}
+    out = {}
+    for case in tier_cases(tier):
+        fig = config_figures(subject, case)
+        out[json.dumps(suite.case_key(case))] = fig.get("ladders") or {"skipped": fig["skipped"]}
+    return out
+
+
+def write_identity(path: Path, target: Target, options: Options, skipped: list[dict],
+                   interrupted: bool) -> Path:
     side = path.with_suffix(IDENTITY_SUFFIX)
     side.parent.mkdir(parents=True, exist_ok=True)
-    data = {"subject": spec, "label": target.label, "commit": target.commit,
+    data = {"subject": target.spec, "label": target.label, "commit": target.commit,
             "harness_version": __version__, "harness_commit": harness_commit(),
             "device": options.device, "tier": options.tier, "python": sys.version.split()[0],
-            "skipped": skipped, "interrupted": interrupted, "written_at": time.time()}
+            "skipped": skipped, "interrupted": interrupted, "written_at": time.time(),
+            "ladders": ladders_snapshot(target.spec, options.tier)}
     tmp = side.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(side)
@@ -143,8 +160,8 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
     failed: list[str] = []
     skip_log = log_path.with_suffix(".skips")
     interrupted = True
-    with target.subject() as spec, log_path.open("w") as log:
-        env = {**os.environ, suite.SUBJECT_ENV: spec, suite.TIER_ENV: options.tier,
+    with log_path.open("w") as log:
+        env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
                suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
         try:
             for i, (bench, label) in enumerate(groups):
@@ -161,7 +178,7 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         finally:
             out = results_file(options, target.commit)
             if out.exists():
-                write_identity(out, target, spec, options, _read_skips(skip_log), interrupted)
+                write_identity(out, target, options, _read_skips(skip_log), interrupted)
             skip_log.unlink(missing_ok=True)
     out = results_file(options, target.commit)
     return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,

@@ -123,18 +123,24 @@ def _rows_of_file(path: Path, machine: str, benchmarks: dict[str, _Benchmark]) -
     return rows
 
 
-def _identity(path: Path) -> dict:
-    """The harness identity sidecar of a results file, if the harness wrote one."""
-    side = path.with_suffix(IDENTITY_SUFFIX)
-    empty = {"harness_commit": None, "device": None, "subject": None}
+def load_identity(results_file: str | Path) -> dict:
+    """The identity sidecar spyre-bench run wrote beside a results file ({} if none or bad)."""
+    side = Path(results_file).with_suffix(IDENTITY_SUFFIX)
     if not side.exists():
-        return empty
+        return {}
     try:
         data = _load_json(side)
-        return {k: data.get(k) for k in empty}
-    except (OSError, ValueError, AttributeError) as exc:
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except (OSError, ValueError) as exc:
         _warn(side, f"unreadable identity sidecar ({exc})")
-        return empty
+        return {}
+
+
+def _identity(path: Path) -> dict:
+    data = load_identity(path)
+    return {k: data.get(k) for k in ("harness_commit", "device", "subject")}
 
 
 def load_history(results_dir: str | Path) -> pd.DataFrame:
