@@ -8,7 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost")
+COMMANDS = ("ladders", "cost", "comment")
 
 
 def parser() -> argparse.ArgumentParser:
