@@ -1,5 +1,6 @@
 """``spyre-bench comment`` as CI runs it: real subprocesses against the loopback fake GitHub."""
 
+import json
 import subprocess
 import sys
 
@@ -81,11 +82,13 @@ def test_bad_token_is_one_line_exit_2_without_the_token(fake, body):
 
 
 @pytest.mark.parametrize("args,env,message", [
-    (["--post", "--repo", REPO, "--pr", "810"], {}, "no GitHub token: set SPYRE_BENCH_GITHUB_TOKEN or GITHUB_TOKEN"),
+    (["--post", "--repo", REPO, "--pr", "810"], {},
+     "no GitHub token: set SPYRE_BENCH_GITHUB_TOKEN or GITHUB_TOKEN"),
     (["--post", "--pr", "810"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo"),
     (["--post"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo and --pr"),
     (["--repo", REPO], {}, "--repo, --pr, --expect-head-sha and --author only apply with --post"),
-    (["--post", "--repo", "not a repo", "--pr", "1"], {"GITHUB_TOKEN": TOKEN}, "repository 'not a repo': expected OWNER/NAME"),
+    (["--post", "--repo", "not a repo", "--pr", "1"], {"GITHUB_TOKEN": TOKEN},
+     "repository 'not a repo': expected OWNER/NAME"),
     (["--post", "--repo", REPO, "--pr", "811"], {"GITHUB_TOKEN": TOKEN},
      "not found (404: Not Found): torch-spyre/spyre-inference PR #811 does not exist"),
     (["--post", "--repo", REPO, "--pr", "810", "--expect-head-sha", "f" * 40], {"GITHUB_TOKEN": TOKEN},
@@ -134,11 +137,16 @@ def test_help_explains_tokens_and_exit_codes():
         assert words in text
 
 
-def test_posting_imports_no_heavy_module(fake, body):
-    """The privileged workflow installs spyre-bench without torch, pandas, numpy, scipy or asv."""
+def test_posting_needs_only_urllib3_and_rich(fake, body):
+    """The privileged workflows install spyre-bench --no-deps plus urllib3 and rich (no torch):
+    posting must import nothing else outside the standard library."""
     code = ("import sys\nfrom harness.cli import main\n"
-            f"rc = main(['comment', '--body-file', {str(body)!r}, '--post', '--repo', {REPO!r}, '--pr', '810'])\n"
-            "print(rc, sorted(m for m in ('torch', 'pandas', 'numpy', 'scipy', 'asv') if m in sys.modules))")
+            f"rc = main(['comment', '--body-file', {str(body)!r}, '--post', '--repo', {REPO!r}, "
+            "'--pr', '810'])\n"
+            "top = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
+            "import json; print(rc, json.dumps(sorted(m for m in top if m[0] != '_')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env_for(fake)})
-    assert proc.stdout.splitlines()[-1] == "0 []", proc.stdout + proc.stderr
+    rc, _, modules = proc.stdout.splitlines()[-1].partition(" ")
+    allowed = {"harness", "urllib3", "rich", "markdown_it", "mdurl", "pygments"}  # rich's own deps
+    assert rc == "0" and set(json.loads(modules)) <= allowed, proc.stdout + proc.stderr

@@ -1,7 +1,6 @@
 """The GitHub Actions workflows: actionlint (with shellcheck) finds nothing, the security
 properties hold structurally, and the shell steps that guard the privileged jobs behave when run."""
 
-import os
 import re
 import stat
 import subprocess
@@ -78,7 +77,7 @@ def test_common_rules(name):
     wf, text = load(name), (WORKFLOWS / name).read_text()
     assert "pull_request_target" not in triggers(wf)
     assert "permissions" in wf, "default token permissions must be set explicitly"
-    for job_id, job, step in steps(wf):
+    for job_id, _job, step in steps(wf):
         if "uses" in step:
             assert SHA_PIN.fullmatch(step["uses"]), f"{job_id}: {step['uses']} not pinned to a SHA"
         if "run" in step:  # values reach scripts through env:, never by expression expansion
@@ -228,8 +227,9 @@ def test_command_gate_requires_write_permission(tmp_path, permission, ok):
 
 
 def test_command_gate_refuses_a_malformed_commit_id(tmp_path):
-    env = {"REPO": "o/r", "PR": "7", "COMMENT_ID": "1", "COMMENTER": "a", "GITHUB_OUTPUT": str(tmp_path / "o"),
-           "LOG": str(tmp_path / "log"), "STUB_PERMISSION": "write", "STUB_SHAS": "a" * 40 + " $(id)"}
+    env = {"REPO": "o/r", "PR": "7", "COMMENT_ID": "1", "COMMENTER": "a",
+           "GITHUB_OUTPUT": str(tmp_path / "o"), "LOG": str(tmp_path / "log"),
+           "STUB_PERMISSION": "write", "STUB_SHAS": "a" * 40 + " $(id)"}
     script = step_script("spyre-bench-command.yml", "gate", "Require write access, react, pin base and head")
     proc = run_step(script, tmp_path, env, {"gh": GH_STUB})
     assert proc.returncode == 1 and "unexpected commit id" in proc.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, ensure_marker, fit_body, marker
@@ -76,7 +77,7 @@ def body_source(args) -> str:
 
 def read_body_file(path: str) -> str:
     try:
-        data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise HarnessError(f"--body-file {path}: {exc.strerror or exc}") from None
     try:

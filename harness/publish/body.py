@@ -103,7 +103,7 @@ class _Blocks:
     def __init__(self, fence: str | None = None, details: int = 0):
         self.fence, self.details = fence, details
 
-    def step(self, line: str) -> "_Blocks":
+    def step(self, line: str) -> _Blocks:
         m = _FENCE.match(line)
         if self.fence is None:
             if m:

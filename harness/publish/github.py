@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlencode, urlsplit
 
 import urllib3
@@ -168,7 +168,8 @@ class GitHub:
         if wait is not None:
             raise _Retry(f"{status} rate limited", wait)
         if status >= 500 and status != 501:
-            raise _Retry(f"{status} {resp.reason or ''}".strip(), self.policy.backoff_for(attempt, self._rand))
+            raise _Retry(f"{status} {resp.reason or ''}".strip(),
+                         self.policy.backoff_for(attempt, self._rand))
         raise _refusal(status, message, what)
 
     def _rate_limit_wait(self, status, headers, message, attempt, what) -> float | None:
@@ -285,7 +286,8 @@ class GitHub:
                     notes.append(f"{len(found)} sticky comments found; updated the oldest "
                                  f"({target['id']})")
                 if target.get("body") == body:
-                    return Outcome("created" if posted else "unchanged", target["id"], target.get("html_url", ""), notes)
+                    return Outcome("created" if posted else "unchanged", target["id"],
+                                   target.get("html_url", ""), notes)
                 try:
                     data, _ = self._call("PATCH", f"/repos/{repo}/issues/comments/{target['id']}",
                                          {"body": body}, what=what)
