@@ -12,6 +12,7 @@ version number lets the format change without orphaning old comments (any versio
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 #: GitHub refuses comment bodies over 65,536 characters ("Body is too long (maximum is 65536
 #: characters)"). Counted here in code points (Python's ``len``). Bodies that fit this also fit the
@@ -51,8 +52,13 @@ def has_marker(body: str, key: str = DEFAULT_KEY) -> bool:
     A whole line, not a substring: a reply quoting the comment (``> <!-- ... -->``) or prose that
     mentions the marker does not count.
     """
-    line = re.compile(rf"<!-- spyre-bench:{re.escape(_check_key(key))} v\d+ -->")
+    line = _marker_line(key)
     return any(line.fullmatch(text.strip(" \t\r")) for text in body.split("\n"))
+
+
+@lru_cache(maxsize=16)
+def _marker_line(key: str) -> re.Pattern:
+    return re.compile(rf"<!-- spyre-bench:{re.escape(_check_key(key))} v\d+ -->")
 
 
 def ensure_marker(body: str, key: str = DEFAULT_KEY) -> str:
