@@ -228,3 +228,16 @@ def test_oversized_body_is_refused_before_any_request(fake):
     with pytest.raises(PublishError, match=r"70,000 characters, over GitHub's 65,536"):
         Client(fake.url).post("x" * (70_000 - len(marker()) - 1))
     assert fake.requests == []
+
+
+def test_an_empty_body_is_refused_before_any_request(fake):
+    with pytest.raises(PublishError, match="is empty"):
+        Client(fake.url).post(" \n")
+    assert fake.requests == []
+
+
+def test_a_long_rate_limit_on_the_identity_check_is_not_taken_for_an_app_token(fake):
+    fake.fail("GET", r"^/user$", status=429, headers={"Retry-After": "900"})
+    with pytest.raises(PublishError, match="asks to wait 900 s"):
+        Client(fake.url).post("body")
+    assert fake.count("GET", COMMENTS) == 0

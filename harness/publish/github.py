@@ -52,7 +52,7 @@ _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
 
 class PublishError(HarnessError):
-    """GitHub refused or could not be reached; ``status`` is the HTTP status when there was one."""
+    """GitHub refused or could not be reached; ``status`` is the HTTP status of a refusal."""
 
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
@@ -189,8 +189,7 @@ class GitHub:
         wait = max(wait, 0.0)
         if wait > self.policy.max_wait:
             raise PublishError(f"GitHub rate limit reached for {what}: it asks to wait {wait:.0f} s, "
-                               f"more than the {self.policy.max_wait:.0f} s allowed; try again later",
-                               status)
+                               f"more than the {self.policy.max_wait:.0f} s allowed; try again later")
         return wait
 
     def _call(self, method: str, url: str, payload: dict | None = None, *, what: str):
@@ -260,12 +259,12 @@ class GitHub:
         what = f"{repo} PR #{number}"
         if expect_head_sha is not None and not _SHA.fullmatch(expect_head_sha):
             raise PublishError(f"expected head {expect_head_sha!r} is not a full commit SHA")
+        if not body.strip():
+            raise PublishError(f"comment for {what} is empty")
         body = ensure_marker(body, key)
         if len(body) > GITHUB_BODY_LIMIT:
             raise PublishError(f"comment for {what} is {len(body):,} characters, over GitHub's "
                                f"{GITHUB_BODY_LIMIT:,}; cut it with fit_body()")
-        if not body.strip():
-            raise PublishError(f"comment for {what} is empty")
         pr = self.pull_request(repo, number)
         if expect_head_sha is not None:
             head = (pr.get("head") or {}).get("sha")
