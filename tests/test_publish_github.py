@@ -237,7 +237,8 @@ def test_an_empty_body_is_refused_before_any_request(fake):
 
 
 def test_a_long_rate_limit_on_the_identity_check_is_not_taken_for_an_app_token(fake):
-    fake.fail("GET", r"^/user$", status=429, headers={"Retry-After": "900"})
+    fake.fail("GET", r"^/user$", status=403, headers={"Retry-After": "900"},
+              message="You have exceeded a secondary rate limit.")
     with pytest.raises(PublishError, match="asks to wait 900 s"):
         Client(fake.url).post("body")
     assert fake.count("GET", COMMENTS) == 0
