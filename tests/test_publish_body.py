@@ -52,8 +52,16 @@ def test_fit_body_closes_a_fence_and_details_left_open_by_the_cut():
     body = "top\n<details><summary>all rows</summary>\n\n```text\n" + "row\n" * 500 + "```\n</details>"
     out = fit_body(body, limit=400, pointer_text="see artifact")
     head, pointer = out.rsplit("\n\n---\n", 1)
-    assert head.endswith("row\n```\n</details>") and pointer == "✂️ see artifact\n"
+    assert head.endswith("row\n```\n\n</details>") and pointer == "✂️ see artifact\n"
     assert len(out) <= 400
+
+
+def test_fit_body_closes_details_after_a_table_with_a_blank_line():
+    body = "<details><summary>rows</summary>\n\n| a | b |\n|---|---|\n" + "| 1 | 2 |\n" * 500 + "</details>"
+    out = fit_body(body, limit=500, pointer_text="p")
+    assert "| 1 | 2 |\n\n</details>\n\n---\n✂️ p\n" in out
+    html = MarkdownIt("commonmark").enable("table").render(out)
+    assert html.endswith("</table>\n</details>\n<hr />\n<p>✂️ p</p>\n")
 
 
 def test_fit_body_cuts_inside_a_single_long_line():
@@ -64,10 +72,12 @@ def test_fit_body_cuts_inside_a_single_long_line():
 
 
 LINE = st.one_of(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=60),
-                 st.sampled_from(["```", "````", "~~~", "```python", "<details>", "</details>", ""]))
+                 st.sampled_from(["```", "````", "~~~", "```python", "``` `x`", "<details>", "</details>", "",
+                                  "<!-- note", "-->", "<?x", "?>", "<!DOC", "<![CDATA[", "]]>",
+                                  "<pre>", "</pre>", "<script>", "  <!-- one line -->"]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(LINE, max_size=80), st.integers(min_value=60, max_value=2000))
 def test_fit_body_fits_keeps_whole_lines_and_leaves_the_pointer_outside_any_block(lines, limit):
     body = "\n".join(lines)
@@ -80,6 +90,7 @@ def test_fit_body_fits_keeps_whole_lines_and_leaves_the_pointer_outside_any_bloc
     assert sep and pointer == "✂️ see the artifact\n"
     k = max(k for k in range(len(lines) + 1) if head.startswith("\n".join(lines[:k])))
     added = head[len("\n".join(lines[:k])):].split("\n")[1:] if k else head.split("\n")[1:]
-    assert all(a == "</details>" or set(a) <= set("`~") for a in added), added
+    closers = {"", "</details>", "-->", "?>", ">", "]]>", "</pre>"}
+    assert all(a in closers or set(a) <= set("`~") for a in added), added
     html = MarkdownIt("commonmark").render(out)
     assert html.endswith("<hr />\n<p>✂️ see the artifact</p>\n"), html[-200:]

@@ -24,9 +24,6 @@ MARKER_VERSION = 1
 DEFAULT_POINTER = "The comment was cut to fit GitHub's size limit; the full report is in the run's artifacts."
 
 _KEY = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_DETAILS_OPEN = re.compile(r"<details\b", re.IGNORECASE)
-_DETAILS_CLOSE = re.compile(r"</details\s*>", re.IGNORECASE)
 
 
 def _check_key(key: str) -> str:
@@ -69,58 +66,68 @@ def ensure_marker(body: str, key: str = DEFAULT_KEY) -> str:
 def fit_body(body: str, limit: int = GITHUB_BODY_LIMIT, pointer_text: str = DEFAULT_POINTER) -> str:
     """``body`` unchanged when it fits ``limit`` characters; otherwise cut at a line boundary.
 
-    The cut keeps whole lines from the top (the marker and the verdict come first), closes a code
-    fence or ``<details>`` sections left open by the cut (so the pointer is not swallowed by them),
-    and ends with ``pointer_text``, which should say where the full report is. A single line longer
-    than the room left is cut inside the line. Raises ValueError when even the pointer cannot fit.
+    The cut keeps whole lines from the top (the marker and the verdict come first) and ends with
+    ``pointer_text``, which should say where the full report is. A code fence or HTML block left
+    open by the cut is closed first, as a CommonMark parser sees it (markdown-it), so the pointer
+    is not swallowed by it, and so are ``<details>`` sections (the pointer stays visible). A first
+    line longer than the room left is cut inside the line. ValueError when the pointer cannot fit.
     """
     if len(body) <= limit:
         return body
     pointer = f"\n\n---\n✂️ {pointer_text.strip()}\n"
-    lines = body.split("\n")
-    kept = 0        # lines kept
-    size = -1       # length of "\n".join(lines[:kept])
-    state = _Blocks()
-    for line in lines:
-        after = state.step(line)
-        if size + 1 + len(line) + len(after.closing()) + len(pointer) > limit:
-            break
-        kept, size, state = kept + 1, size + 1 + len(line), after
-    if kept:
-        head = "\n".join(lines[:kept])
-    else:  # the first line alone is longer than the room left: cut inside it
-        room = limit - len(pointer)
-        head = lines[0][:max(room, 0)]
-        state = _Blocks().step(head)
-        head = head[:room - len(state.closing())]
+    room = limit - len(pointer)
+    if room < 1:
+        raise ValueError(f"limit {limit} leaves no room for the pointer ({len(pointer)} characters)")
+    head = body[:room]
+    if body[room] != "\n" and "\n" in head:
+        head = head[:head.rindex("\n")]
+    while True:
+        closing = _closing(head, pointer)
+        if len(head) + len(closing) <= room:
+            return head + closing + pointer
+        head = head[:head.rindex("\n")] if "\n" in head else head[:room - len(closing)]
         if not head:
-            raise ValueError(f"limit {limit} leaves no room for the pointer ({len(pointer)} characters)")
-        state = _Blocks().step(head)
-    out = head + state.closing() + pointer
-    assert len(out) <= limit, (len(out), limit)
-    return out
+            raise ValueError(f"limit {limit} leaves no room for the pointer and closing tags")
 
 
-class _Blocks:
-    """Markdown blocks open after some lines: a code fence (its opening run) and <details> depth."""
+# CommonMark HTML blocks that only their end marker closes (kinds 1-5), by how they start; the
+# other kinds end at the blank line the pointer brings. Any of the raw-text end tags ends kind 1.
+_HTML_ENDS = [(re.compile(r"<(?:script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE), "</pre>"),
+              (re.compile(r"<!--"), "-->"), (re.compile(r"<\?"), "?>"),
+              (re.compile(r"<!\[CDATA\["), "]]>"), (re.compile(r"<![A-Za-z]"), ">")]
+_DETAILS = re.compile(r"<(/?)details\b", re.IGNORECASE)
 
-    __slots__ = ("fence", "details")
 
-    def __init__(self, fence: str | None = None, details: int = 0):
-        self.fence, self.details = fence, details
+def _closing(head: str, pointer: str) -> str:
+    """What to append to ``head`` so that ``pointer`` after it renders as its own paragraph."""
+    closing = ""
+    for _ in range(8):  # each round closes one block; blocks cannot nest deeper at top level
+        tokens = _markdown().parse(head + closing + pointer)
+        top = [t for t in tokens if t.level == 0]
+        if [t.type for t in top[-3:]] == ["hr", "paragraph_open", "paragraph_close"]:
+            break
+        last = top[-1]
+        if last.type == "fence":
+            closing += f"\n{last.markup}"
+        elif last.type == "html_block":
+            start = last.content.lstrip(" ")
+            ends = [end for rx, end in _HTML_ENDS if rx.match(start)]
+            if not ends:
+                break
+            closing += f"\n{ends[0]}"
+        else:
+            break
+    depth = 0
+    for t in tokens:
+        for html in [t] if t.type == "html_block" else (t.children or []):
+            if html.type in ("html_block", "html_inline"):
+                for slash in _DETAILS.findall(html.content):
+                    depth = max(depth + (-1 if slash else 1), 0)
+    # A blank line first: it ends a table, which would otherwise take "</details>" as a row.
+    return closing + ("\n" + "\n</details>" * depth if depth else "")
 
-    def step(self, line: str) -> _Blocks:
-        m = _FENCE.match(line)
-        if self.fence is None:
-            if m:
-                return _Blocks(m.group(1), self.details)
-            opened = len(_DETAILS_OPEN.findall(line)) - len(_DETAILS_CLOSE.findall(line))
-            return _Blocks(None, max(self.details + opened, 0))
-        run = m.group(1) if m else ""
-        if run and run[0] == self.fence[0] and len(run) >= len(self.fence) \
-                and not line.strip()[len(run):].strip():
-            return _Blocks(None, self.details)
-        return self
 
-    def closing(self) -> str:
-        return (f"\n{self.fence}" if self.fence else "") + "\n</details>" * self.details
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt  # only when a body is cut
+    return MarkdownIt("commonmark")
