@@ -138,7 +138,7 @@ def test_help_explains_tokens_and_exit_codes():
 
 
 def test_posting_needs_only_urllib3_and_rich(fake, body):
-    """The privileged workflows install spyre-bench --no-deps plus urllib3 and rich (no torch):
+    """The privileged workflows install spyre-bench --no-deps plus urllib3, rich, markdown-it-py:
     posting must import nothing else outside the standard library."""
     code = ("import sys\nfrom harness.cli import main\n"
             f"rc = main(['comment', '--body-file', {str(body)!r}, '--post', '--repo', {REPO!r}, "
