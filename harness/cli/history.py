@@ -8,7 +8,6 @@ import warnings
 from pathlib import Path
 
 from harness.report.tables import console, table
-from harness.store.history import HistoryWarning, export, load_history
 
 
 def register(sub) -> None:
@@ -28,6 +27,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from harness.store.history import HistoryWarning, export, load_history  # pandas: not at import
     out = console()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", HistoryWarning)
