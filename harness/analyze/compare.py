@@ -87,7 +87,8 @@ class Side:
 class Comparison:
     base: Side
     head: Side
-    exact_compared: int = 0
+    #: Every exact pair compared (changed or not), and the changed ones.
+    exact_all: list[ExactChange] = field(default_factory=list)
     exact: list[ExactChange] = field(default_factory=list)
     ladders: list[LadderChange] = field(default_factory=list)
     timings: list[TimingChange] = field(default_factory=list)
@@ -97,6 +98,16 @@ class Comparison:
     problems: list[str] = field(default_factory=list)
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
+
+    @property
+    def exact_compared(self) -> int:
+        return len(self.exact_all)
+
+    def add_exact(self, metric: str, params: dict, base, head) -> None:
+        pair = ExactChange(metric, params, _number(base), _number(head))
+        self.exact_all.append(pair)
+        if pair.base != pair.head:
+            self.exact.append(pair)
 
     def timing_kinds(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -124,9 +135,7 @@ def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict
         return
     b, h = _exact_rows(base, metrics), _exact_rows(head, metrics)
     for name in metrics:
-        comparison.exact_compared += 1
-        if b[name] != h[name]:
-            comparison.exact.append(ExactChange(name, params, b[name], h[name]))
+        comparison.add_exact(name, params, b[name], h[name])
     if "ladders" in base:
         for axis in LADDER_AXES:
             lb, lh = base["ladders"].get(axis), head["ladders"].get(axis)
@@ -251,10 +260,7 @@ def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
                 comparison.skipped.append((f"{metric} {case_label(params)}",
                                            f"base {statuses[0]}, head {statuses[1]}"))
             continue
-        comparison.exact_compared += 1
-        if rb["value"] != rh["value"]:
-            comparison.exact.append(ExactChange(metric, params, _number(rb["value"]),
-                                                _number(rh["value"])))
+        comparison.add_exact(metric, params, rb["value"], rh["value"])
 
 
 def _compare_stored_ladders(comparison: Comparison, b_rows, h_rows) -> None:

@@ -77,14 +77,46 @@ class LadderGroup:
     where: list[dict]
 
     def where_text(self, limit: int = 4) -> str:
-        """``bs 192, mml 2048`` per config, its override sets in brackets."""
-        configs: dict[str, list[str]] = {}
-        for p in self.where:
-            key = case_label({k: v for k, v in p.items() if k != "overrides"})
-            configs.setdefault(key, []).append(str(p.get("overrides", "")))
-        parts = [f"{k} ({', '.join(v)})" if any(v) else k for k, v in configs.items()]
-        more = len(parts) - limit
-        return "; ".join(parts[:limit]) + (f"; and {more} more configs" if more > 0 else "")
+        """Where the change happens, as compactly as it is true.
+
+        A full cross product of values reads ``bs 64/128 × mml 256/2048 (env none, batched)``;
+        otherwise configs are listed (``bs 192, mml 2048 (env none, batched)``), then counted.
+        """
+        return where_text(self.where, limit)
+
+
+def where_text(params_list: list[dict], limit: int = 4) -> str:
+    fields = [k for k in params_list[0] if k not in ("overrides", "workload")] if params_list else []
+    extra = [k for k in ("overrides", "workload") if params_list and k in params_list[0]]
+    values = {k: _ordered(p[k] for p in params_list) for k in fields + extra}
+    product = 1
+    for v in values.values():
+        product *= len(v)
+    distinct = {tuple(p[k] for k in fields + extra) for p in params_list}
+    if len(distinct) == product:
+        head = " × ".join(f"{_short(k)} {'/'.join(map(str, values[k]))}" for k in fields)
+        tail = ", ".join(f"{_short(k)} {', '.join(map(str, values[k]))}" for k in extra)
+        return f"{head} ({tail})" if tail else head
+    groups: dict[str, list[str]] = {}
+    for p in params_list:
+        key = case_label({k: p[k] for k in fields})
+        groups.setdefault(key, []).append(", ".join(str(p[k]) for k in extra))
+    parts = [f"{k} ({', '.join(dict.fromkeys(v))})" if extra else k for k, v in groups.items()]
+    more = len(parts) - limit
+    return "; ".join(parts[:limit]) + (f"; and {more} more configs" if more > 0 else "")
+
+
+def _ordered(values) -> list:
+    """Numbers ascending, other values in the order first seen."""
+    seen = list(dict.fromkeys(values))
+    if all(isinstance(v, (int, float)) for v in seen):
+        return sorted(seen)
+    return seen
+
+
+def _short(field_name: str) -> str:
+    return {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns",
+            "overrides": "env", "workload": "workload"}.get(field_name, field_name)
 
 
 def ladder_groups(c: Comparison) -> list[LadderGroup]:
