@@ -82,8 +82,9 @@ def run(args) -> int:
         default_dir = LOCAL_DIR / "results"
     tmp = None
     if args.smoke:
-        if args.results_dir and args.results_dir.resolve() == HISTORY_DIR.resolve():
-            raise HarnessError("--smoke results are poor by design and never go to results/")
+        if args.results_dir:
+            raise HarnessError("--smoke results are poor by design: they go to a temporary "
+                               "folder, never to --results-dir or results/")
         tmp = tempfile.TemporaryDirectory(prefix="spyre-bench-smoke-")
         results_dir = Path(tmp.name)
     else:

@@ -97,12 +97,18 @@ def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], Non
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=PROJECT_ROOT, start_new_session=True)
     try:
+        selected = True
         for line in proc.stdout:
             log.write(line)
+            selected = selected and "No benchmarks selected" not in line
             m = _PERCENT.match(line.strip())
             if m:
                 on_percent(float(m.group(1)))
-        return proc.wait()
+        code = proc.wait()
+        if not selected:
+            raise HarnessError(f"no benchmark matches --bench {cmd[cmd.index('--bench') + 1]!r} "
+                               "(parameterized names end in '(params)': do not anchor with $)")
+        return code
     except BaseException:
         # stop ASV and its benchmark processes; what earlier groups saved stays saved
         with contextlib.suppress(ProcessLookupError):

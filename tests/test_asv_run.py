@@ -1,0 +1,124 @@
+"""Real ``asv run`` (through ``spyre-bench run``) over commits of the generated repository."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.store.history import load_history, load_identity
+
+BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct"
+         r"|Workload\.track_iterations_per_layer_mean)\(")
+
+
+def run_cli(*args, home, check=True, **kwargs):
+    env = {**os.environ, "HOME": str(home), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, env=env, **kwargs)
+    if check and proc.returncode:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def value(frame, commit, benchmark, **params):
+    rows = frame[(frame.commit == commit) & (frame.benchmark == benchmark)]
+    for k, v in params.items():
+        rows = rows[rows[f"param:{k}"] == v]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+@pytest.fixture(scope="module")
+def measured(spyre_repo, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("asv")
+    names = ["no-bucketer", "pre-810", "810-topup", "810-clamp"]
+    proc = run_cli("run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
+                   "--results-dir", str(tmp / "results"), "--machine", "ci-box",
+                   "--device", "cpu", "--bench", BENCH, home=tmp)
+    return spyre_repo, names, tmp, proc
+
+
+def test_exact_values_per_commit_match_the_model(measured):
+    repo, names, tmp, proc = measured
+    frame = load_history(tmp / "results")
+    assert set(frame.machine) == {"ci-box"}
+    assert set(frame.env_name) == {f"spyre-bench-py{sys.version_info[0]}.{sys.version_info[1]}-cpu"}
+    c = repo.commits
+    nb = "exact.Config.track_batched_num_blocks_distinct"
+    where = dict(block_size=192, max_model_len=2048, max_num_seqs=32, overrides="batched")
+    assert value(frame, c["pre-810"], nb, **where)["value"] == 5       # [1,2,4,8,11]
+    assert value(frame, c["810-topup"], nb, **where)["value"] == 4     # [2,3,6,11]
+    it = "exact.Workload.track_iterations_per_layer_mean"
+    probe = dict(block_size=64, max_model_len=2048, max_num_seqs=32, overrides="kv-above-limit",
+                 workload="four-3-block-decodes")
+    assert [value(frame, c[n], it, **probe)["value"] for n in names[1:]] == [4, 128, 32]
+
+
+def test_a_missing_capability_is_a_skip_with_its_reason(measured):
+    repo, names, tmp, proc = measured
+    frame = load_history(tmp / "results")
+    rows = frame[frame.commit == repo.commits["no-bucketer"]]
+    assert len(rows) and set(rows.status) == {"skipped"} and rows["value"].isna().all()
+    identity = load_identity(rows.iloc[0]["file"])
+    assert identity["subject"] == repo.spec("no-bucketer")
+    assert any("bucketer" in s["reason"] for s in identity["skipped"])
+    assert identity["device"] == "cpu" and identity["harness_version"]
+
+
+def test_identity_records_ladders_and_the_summary_is_printed(measured):
+    repo, names, tmp, proc = measured
+    frame = load_history(tmp / "results")
+    row = frame[frame.commit == repo.commits["810-topup"]].iloc[0]
+    ladders = load_identity(row["file"])["ladders"]
+    assert ladders[json.dumps([192, 2048, 32, "batched"])]["batched_num_blocks"] == [2, 3, 6, 11]
+    assert "run summary" in proc.stdout
+    # the closing comparison of first and last target is printed
+    assert "(base) →" in proc.stdout
+
+
+def test_machine_file_is_written_in_full_and_other_entries_kept(measured):
+    _, _, tmp, _ = measured
+    data = json.loads((tmp / ".asv-machine.json").read_text())
+    assert {"arch", "cpu", "machine", "num_cpu", "os", "ram"} <= set(data["ci-box"])
+
+
+def test_a_bench_regex_matching_nothing_is_an_error(spyre_repo, tmp_path):
+    proc = run_cli("run", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
+                   "--results-dir", str(tmp_path / "r"), "--device", "cpu",
+                   "--bench", r"^exact\.Config\.track_kv_buckets$", home=tmp_path, check=False)
+    assert proc.returncode == 2 and "do not anchor with $" in proc.stderr
+
+
+def test_smoke_runs_never_write_to_the_history(spyre_repo, tmp_path):
+    proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
+                   "--results-dir", "results", "--device", "cpu", "--bench", BENCH,
+                   home=tmp_path, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "never to --results-dir" in proc.stderr
+    proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
+                   "--device", "cpu", "--bench", BENCH, "--machine", "smoke-box", home=tmp_path)
+    from harness.cli.run import HISTORY_DIR
+    assert not (HISTORY_DIR / "smoke-box").exists()
+
+
+def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "harness", "run", "--repo", str(spyre_repo.path),
+           spyre_repo.commits["pre-810"], spyre_repo.commits["810-clamp"], "--results-dir",
+           str(results), "--machine", "box", "--device", "cpu", "--bench", BENCH]
+    proc = subprocess.Popen(cmd, env={**os.environ, "HOME": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = spyre_repo.commits["pre-810"][:8]
+    deadline = time.monotonic() + 120
+    while not list((results / "box").glob(f"{first}-*.identity")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    frame = load_history(results)
+    kept = frame[frame.commit == spyre_repo.commits["pre-810"]]
+    assert len(kept) and set(kept.status) == {"ok"}
