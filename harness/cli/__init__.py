@@ -8,7 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost")
+COMMANDS = ("ladders", "cost", "kernel")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -87,6 +87,13 @@ class ReferenceSubject(Subject):
             caps.add("decode_prefix")
         self.capabilities = frozenset(caps)
 
+    def decode_kernel(self):
+        """The reference batched kernel: generation B (chunked) when the policy chunks, else A."""
+        from harness.measure.kernels import BATCHED_KERNELS
+
+        generation = "B" if self.policy.chunked else "A"
+        return BATCHED_KERNELS[generation], generation
+
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         p = self.policy
         resolve = resolve_topup if p.override_rule == "topup" else resolve_clamp
