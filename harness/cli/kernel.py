@@ -11,7 +11,6 @@ import sys
 
 from harness.cli import options
 from harness.errors import ConfigError
-from harness.metrics import format_bytes
 from harness.report.tables import console, print_json, table
 
 DEVICES = ("auto", "spyre", "cuda", "cpu")
@@ -134,7 +133,8 @@ def run(args) -> int:
     check_backend(args.backend)
     opts = KernelOptions(
         device=dev, repeat=args.repeat, warmup=args.warmup, number=args.number,
-        backend=args.backend, timing=args.timing or ("compiled" if dev.name == "spyre" else "eager"),
+        backend=args.backend,
+        timing=args.timing or ("compiled" if dev.name == "spyre" else "eager"),
         recompile_limit=args.recompile_limit, record_warmup=not args.no_warmup_variants,
         graphs=not args.no_graphs, time=not args.no_timing, per_sequence=args.per_sequence,
         max_shapes=args.max_shapes, soft_cap=args.soft_cap,

@@ -39,9 +39,6 @@ from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
 from harness.workloads import Workload, WorkloadSpec
 
-TIMING_MODES = ("eager", "compiled")
-
-
 @dataclass(frozen=True)
 class KernelOptions:
     device: Device
@@ -102,13 +99,6 @@ def _path(calls: StepCalls, forced: bool = False) -> str:
     if forced:
         return "per-sequence (forced)"
     return calls.dispatch.path
-
-
-def timed_units(bucketing: Bucketing, config: EngineConfig, workload: Workload,
-                options: KernelOptions) -> int:
-    """How many shapes a workload's timing will time (for progress bars)."""
-    shapes = list(workload_shapes(bucketing, config, workload))[:options.max_shapes]
-    return len(shapes) + (sum(1 for b, _ in shapes if b) if options.per_sequence else 0)
 
 
 def _kernels(kernel, options: KernelOptions):

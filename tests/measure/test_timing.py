@@ -106,8 +106,8 @@ def test_cpu_allocator_is_settled_once_and_recorded():
 
 
 def test_host_load_sees_a_busy_neighbour():
-    spinner = subprocess.Popen([sys.executable, "-c",
-                                "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    spin = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
+    spinner = subprocess.Popen([sys.executable, "-c", spin])
     try:
         time.sleep(0.3)
         with HostLoad() as load:
