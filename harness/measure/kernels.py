@@ -24,13 +24,13 @@ Generation A, one block per loop step (:func:`batched_decode_per_block`)::
 Generation B, chunked (:func:`batched_decode_chunked`); the harness's convention, since the notes
 give only the loop structure and the mask shape::
 
-    kernel(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_chunk, scale,
+    kernel(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block, scale,
            num_seqs, blocks_per_chunk, num_chunks, num_kv_heads, num_queries_per_kv,
            block_size, head_size, logits_soft_cap=0.0, out=None) -> [num_seqs, H, D]
 
     block_ids      int32 [W, S(B_s)]      W = num_chunks * blocks_per_chunk walked blocks: the
                                           generation A table, zero rows appended past B_b
-    mask_by_chunk  fp16 [C, E*KV, 1, bs]  C = num_chunks, E = B_s * blocks_per_chunk pages per
+    mask_by_block  fp16 [C, E*KV, 1, bs]  C = num_chunks, E = B_s * blocks_per_chunk pages per
                                           chunk; it is the generation A mask padded to W blocks
                                           (padded blocks -inf) and viewed per chunk, so the E*KV
                                           rows of chunk c run (block j of the chunk, seq s, kv h)
@@ -114,7 +114,7 @@ def batched_decode_per_block(query, query_row_ids, k_pages, v_pages, block_ids, 
     return _finish(state, query, num_seqs, num_kv_heads * num_queries_per_kv, head_size, out)
 
 
-def batched_decode_chunked(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_chunk,
+def batched_decode_chunked(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block,
                            scale, num_seqs, blocks_per_chunk, num_chunks, num_kv_heads,
                            num_queries_per_kv, block_size, head_size, logits_soft_cap=0.0,
                            out=None):
@@ -132,7 +132,7 @@ def batched_decode_chunked(query, query_row_ids, k_pages, v_pages, block_ids, ma
         v = _as_acc(v_pages.index_select(0, pages).view(paged).permute(1, 3, 0, 2, 4), *shape)
         scores = torch.matmul(q, k.transpose(-1, -2)) * scale      # [B_s, KV, QPKV, keys]
         scores = _soft_cap(scores, logits_soft_cap)
-        mask = mask_by_chunk[c].view(bpc, num_seqs, num_kv_heads, 1, block_size)
+        mask = mask_by_block[c].view(bpc, num_seqs, num_kv_heads, 1, block_size)
         mask = mask.permute(1, 2, 3, 0, 4).reshape(num_seqs, num_kv_heads, 1, keys).to(ACC)
         state = _online_update(state, scores + mask, v)
     return _finish(state, query, num_seqs, num_kv_heads * num_queries_per_kv, head_size, out)
