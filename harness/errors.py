@@ -15,3 +15,7 @@ class TraceError(HarnessError, ValueError):
 
 class SubjectError(HarnessError):
     """A subject spec that cannot be resolved or loaded."""
+
+
+class CapabilityMissing(HarnessError):
+    """The subject lacks what a figure needs: that figure is a skip with this reason."""

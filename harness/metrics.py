@@ -25,6 +25,9 @@ def _m(name, unit, label, description, exact=True) -> Metric:
 
 #: Per-config figures (from harness.model.summary).
 CONFIG_METRICS = {m.name: m for m in [
+    _m("kv_buckets", "buckets", "kv", "kv ladder size"),
+    _m("query_buckets", "buckets", "query", "query ladder size"),
+    _m("num_blocks_buckets", "buckets", "nb", "per-sequence num_blocks ladder size"),
     _m("variants", "variants", "variants", "per-sequence kernel variants recorded at warmup"),
     _m("batched_variants_recorded", "variants", "batched rec.",
        "batched decode variants recorded at warmup"),

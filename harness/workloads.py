@@ -108,6 +108,12 @@ def _below_minimum(c: EngineConfig, rng: random.Random) -> Step:
     return tuple(Seq(rng.randint(1, c.max_model_len)) for _ in range(n))
 
 
+def _four_3_block_decodes(c: EngineConfig, rng: random.Random) -> Step:
+    """The #810 review's probe: four decodes of 3 blocks each (fewer if max_num_seqs is lower)."""
+    length = min(c.max_model_len, 3 * c.block_size - c.block_size // 2)
+    return tuple(Seq(length) for _ in range(min(MIN_BATCHED_SEQS, c.max_num_seqs)))
+
+
 def _mixed_prefill_decode(c: EngineConfig, rng: random.Random) -> Step:
     """Decodes first (the builder's order), then one or two prefill chunks within the budget."""
     prefills = min(rng.randint(1, 2), c.max_num_seqs)
@@ -140,6 +146,8 @@ MIXES: dict[str, Mix] = {
     "all-at-max": Mix("decodes, every sequence at max_model_len", _all_at_max),
     "below-minimum": Mix("1-3 decodes per step: below the batched-decode minimum of 4",
                          _below_minimum),
+    "four-3-block-decodes": Mix("the review's probe: four decodes of 3 blocks each, every step",
+                                _four_3_block_decodes),
     "mixed-prefill-decode": Mix("decodes plus one or two prefill chunks within the token budget",
                                 _mixed_prefill_decode),
 }

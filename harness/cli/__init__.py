@@ -8,7 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost", "kernel")
+COMMANDS = ("ladders", "cost", "kernel", "compare", "history", "run", "comment")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -50,7 +50,9 @@ def run(args) -> int:
         print_json(rows)
     else:
         _render(rows, subjects, fields, args.changed_only)
-    return 0
+    # As in ``cost``: status 2 when every figure is a skip (e.g. a subject with no bucketer).
+    computed = any("skipped" not in f for r in rows for f in r["subjects"].values())
+    return 0 if computed else 2
 
 
 def _case_cells(case: dict) -> list:

@@ -39,6 +39,9 @@ class ConfigSummary:
         b = self.bucketing
         return {
             "ladders": {k: (list(v) if v is not None else None) for k, v in b.ladders().items()},
+            "kv_buckets": len(b.kv),
+            "query_buckets": len(b.query),
+            "num_blocks_buckets": len(b.num_blocks),
             "variants": len(b.variants),
             "batched_variants_recorded": len(b.batched_variants),
             "batched_num_blocks_distinct": len(b.batched_num_blocks),

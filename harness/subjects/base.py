@@ -21,6 +21,8 @@ CAPABILITIES = {
     "batched_decode_variants": "warmup records the batched decode grid (batched_decode_variants)",
     "chunking": "chunked batched decode (batched_decode_chunking: blocks_per_chunk, num_chunks)",
     "decode_prefix": "the decode prefix of a mixed batch runs batched",
+    "decode_kernel_a": "the batched decode kernel, one block per loop step (generation A)",
+    "decode_kernel_b": "the chunked batched decode kernel (generation B)",
 }
 
 

@@ -1,0 +1,1 @@
+"""spyre-bench's ASV suite: thin classes over ``harness`` (see harness/suite.py for the knobs)."""

@@ -1,0 +1,76 @@
+"""Exact figures as ``track_`` benchmarks: deterministic, so any change at all is a real change.
+
+No torch is imported here. Every figure is lower-is-better (ASV's convention) and declared in
+``harness.metrics``; the methods are generated from that registry so a new metric needs no code.
+"""
+
+from harness import suite
+from harness.evaluate import config_figures, workload_figures
+from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
+from harness.workloads import MIXES, specs
+
+_CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
+
+
+def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
+    if "skipped" in table:
+        suite.skip(benchmark, table["skipped"])
+    figures = table[key]
+    if "skipped" in figures:
+        suite.skip(benchmark, figures["skipped"])
+    return figures
+
+
+def _track(name: str, unit: str):
+    def track(self, *params):
+        return self.figures[name]
+    track.unit = unit
+    track.version = "1"
+    return track
+
+
+class Config:
+    """Per config: ladder sizes, warmup variants, reachable, unrecorded and dead compile keys."""
+
+    version = "1"
+    params = _CONFIG_PARAMS
+    param_names = _CONFIG_NAMES
+    timeout = 300
+
+    def setup_cache(self):
+        subject = suite.subject()
+        if subject.lacks("bucketer"):
+            return {"skipped": subject.lacks("bucketer")}
+        return {suite.case_key(c): config_figures(subject, c) for c in suite.cases()}
+
+    def setup(self, table, *key):
+        self.figures = _figures_or_skip(f"exact.Config{list(key)}", table, key)
+
+
+class Workload:
+    """Per config and batch mix: iterations, padding, host-to-device bytes, compile keys."""
+
+    version = "1"
+    params = _CONFIG_PARAMS + [list(MIXES)]
+    param_names = _CONFIG_NAMES + ["workload"]
+    timeout = 300
+
+    def setup_cache(self):
+        subject = suite.subject()
+        if subject.lacks("bucketer"):
+            return {"skipped": subject.lacks("bucketer")}
+        mixes = specs(steps=suite.tier().steps)
+        table = {}
+        for case in suite.cases():
+            for name, figures in workload_figures(subject, case, mixes).items():
+                table[suite.case_key(case) + (name,)] = figures
+        return table
+
+    def setup(self, table, *key):
+        self.figures = _figures_or_skip(f"exact.Workload{list(key)}", table, key)
+
+
+for _name, _metric in CONFIG_METRICS.items():
+    setattr(Config, f"track_{_name}", _track(_name, _metric.unit))
+for _name, _metric in WORKLOAD_METRICS.items():
+    setattr(Workload, f"track_{_name}", _track(_name, _metric.unit))

@@ -1,0 +1,1 @@
+"""Analysis: comparing two subjects or commits, and change points over history."""

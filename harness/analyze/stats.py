@@ -1,0 +1,87 @@
+"""Statistics for wall-clock samples: ratio of medians, a rank test, and an honest verdict.
+
+Timings on these machines swing 30-50% run to run, so one number never decides. A timing change
+is a regression (or improvement) only when the median ratio is past ``factor`` AND a two-sided
+Mann-Whitney U test on the raw samples rejects "same distribution" at ``alpha``. It is "no
+change" only when the bootstrap interval of the ratio lies inside [1/factor, factor]. Anything
+else is "inconclusive", with what would settle it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+from scipy import stats
+
+DEFAULT_FACTOR = 1.25
+DEFAULT_ALPHA = 0.01
+MIN_SAMPLES = 5
+#: Relative spread (IQR / median) above which a series is called unstable, as pyperf warns.
+UNSTABLE_SPREAD = 0.25
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # "regression", "improvement", "no change", "inconclusive"
+    ratio: float  # median(head) / median(base); > 1 is slower (lower is better)
+    ci: tuple[float, float]  # bootstrap 95% interval of the ratio
+    p_value: float
+    advice: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.kind in ("regression", "improvement")
+
+
+def spread(samples) -> float:
+    """IQR / median: the relative noise of one series."""
+    q25, q50, q75 = np.percentile(samples, [25, 50, 75])
+    return float((q75 - q25) / q50) if q50 else math.inf
+
+
+def ratio_interval(base, head, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap 95% interval of median(head)/median(base) (seeded: same input, same answer)."""
+    rng = np.random.default_rng(seed)
+    b = np.asarray(base, dtype=float)
+    h = np.asarray(head, dtype=float)
+    mb = np.median(rng.choice(b, (rounds, b.size)), axis=1)
+    mh = np.median(rng.choice(h, (rounds, h.size)), axis=1)
+    ratios = mh / mb
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
+def judge(base, head, factor: float = DEFAULT_FACTOR, alpha: float = DEFAULT_ALPHA) -> Verdict:
+    """Verdict on two sets of raw timing samples (lower is better)."""
+    base, head = [float(x) for x in base], [float(x) for x in head]
+    if len(base) < 2 or len(head) < 2:
+        return Verdict("inconclusive", _ratio(base, head), (math.nan, math.nan), math.nan,
+                       f"need samples on both sides (have {len(base)} and {len(head)}): "
+                       "run with --record-samples or more repeats")
+    r = _ratio(base, head)
+    ci = ratio_interval(base, head)
+    p = float(stats.mannwhitneyu(base, head, alternative="two-sided").pvalue)
+    if r > factor and p < alpha:
+        return Verdict("regression", r, ci, p)
+    if r < 1 / factor and p < alpha:
+        return Verdict("improvement", r, ci, p)
+    if 1 / factor <= ci[0] and ci[1] <= factor:
+        return Verdict("no change", r, ci, p)
+    return Verdict("inconclusive", r, ci, p, _advice(base, head))
+
+
+def _ratio(base, head) -> float:
+    mb = median(base) if base else math.nan
+    return median(head) / mb if base and head and mb else math.nan
+
+
+def _advice(base, head) -> str:
+    noisy = max(spread(base), spread(head))
+    tips = []
+    if min(len(base), len(head)) < 3 * MIN_SAMPLES:
+        tips.append(f"more samples (have {len(base)} and {len(head)})")
+    if noisy > UNSTABLE_SPREAD:
+        tips.append(f"a quieter machine (spread {noisy:.0%} of the median)")
+    return "; ".join(tips) or "more samples, interleaved base/head runs"

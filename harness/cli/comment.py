@@ -1,0 +1,141 @@
+"""``spyre-bench comment``: print a PR comment's body, or post it as the PR's sticky comment."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, ensure_marker, fit_body, marker
+
+EPILOG = """\
+token (only --post uses one): SPYRE_BENCH_GITHUB_TOKEN, else GITHUB_TOKEN. In GitHub Actions pass
+the job's token (env: GITHUB_TOKEN: ${{ github.token }}) with `permissions: pull-requests: write`.
+GITHUB_API_URL selects the API (Actions and GitHub Enterprise Server set it; default
+https://api.github.com). The token is never printed.
+
+one comment per PR and key: the body carries a hidden marker line (<!-- spyre-bench:KEY v1 -->);
+--post updates the comment with that marker written by the token's account (for Actions and App
+tokens, which cannot name their account: by a bot account, never a person), else creates it.
+GitHub 5xx, rate limits and dropped connections are retried with backoff; a failed create is
+re-checked before it is sent again, so it is never duplicated.
+
+exit codes:
+  0  body printed; or the comment was created, updated, or was already up to date
+  2  bad input (missing body or flags, unreadable file), or GitHub refused (401 bad token,
+     403 no access, 404 no such repository or PR, head not --expect-head-sha) or stayed
+     unavailable after the retries (5xx, rate limit longer than the wait cap)
+
+examples:
+  spyre-bench comment --body-file comment.md
+  spyre-bench comment --body-file comment.md --post --repo torch-spyre/spyre-inference --pr 810
+"""
+
+_URL = re.compile(r"https?://[^\s<>()\[\]]+")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "comment", help="print a PR comment body, or create-or-update the sticky PR comment",
+        description="Print the markdown body of the spyre-bench PR comment (marker added, cut to "
+                    "GitHub's 65,536-character limit), or with --post create or update the one "
+                    "sticky comment on a pull request through GitHub's REST API.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("body")
+    src.add_argument("--body-file", metavar="FILE",
+                     help="the comment's markdown, UTF-8; '-' reads standard input")
+    src.add_argument("--artifact-url", type=_url, metavar="URL",
+                     help="where the full report lives; named in the note when the body is cut")
+    post = p.add_argument_group("posting")
+    post.add_argument("--post", action="store_true",
+                      help="create or update the sticky comment instead of printing the body")
+    post.add_argument("--repo", metavar="OWNER/NAME", help="repository of the pull request")
+    post.add_argument("--pr", type=_positive_int, metavar="N", help="pull request number")
+    post.add_argument("--key", type=_key, default=DEFAULT_KEY,
+                      help="which sticky comment: one per key and PR (default %(default)s; the "
+                           "hardware run uses its own)")
+    post.add_argument("--expect-head-sha", metavar="SHA",
+                      help="post only if the PR's head commit is SHA (binds a result computed "
+                           "elsewhere to the PR it was computed for)")
+    post.add_argument("--author", metavar="LOGIN",
+                      help="account whose marked comment is ours (default: the token's account)")
+    p.set_defaults(run=run)
+
+
+def body_source(args) -> str:
+    """The comment's markdown, from the first source the arguments name.
+
+    Sources today: ``--body-file``. Rendering from stored results or a comparison plugs in here
+    (and becomes the default when no file is given).
+    """
+    if args.body_file is not None:
+        return read_body_file(args.body_file)
+    raise HarnessError("no comment body: give --body-file FILE (or - for standard input)")
+
+
+def read_body_file(path: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise HarnessError(f"--body-file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"--body-file {path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise HarnessError(f"--body-file {path}: empty")
+    return text
+
+
+def run(args) -> int:
+    if args.post:
+        missing = [flag for flag, value in (("--repo", args.repo), ("--pr", args.pr)) if not value]
+        if missing:
+            raise HarnessError(f"--post needs {' and '.join(missing)}")
+    elif args.repo or args.pr or args.expect_head_sha or args.author:
+        raise HarnessError("--repo, --pr, --expect-head-sha and --author only apply with --post")
+    raw = ensure_marker(body_source(args), args.key)
+    pointer = (f"The comment was cut to fit GitHub's size limit; the full report: {args.artifact_url}"
+               if args.artifact_url else DEFAULT_POINTER)
+    body = fit_body(raw, pointer_text=pointer)
+    if body != raw:
+        print(f"spyre-bench: note: body cut from {len(raw):,} to {len(body):,} characters "
+              "(GitHub's limit)", file=sys.stderr)
+    if not args.post:
+        sys.stdout.write(body if body.endswith("\n") else body + "\n")
+        return 0
+    from harness.publish.github import GitHub, api_url_from_env, token_from_env
+    gh = GitHub(token_from_env(), api_url_from_env())
+    outcome = gh.upsert_comment(args.repo, args.pr, body, key=args.key,
+                                expect_head_sha=args.expect_head_sha, author=args.author)
+    for note in outcome.notes:
+        print(f"spyre-bench: note: {note}", file=sys.stderr)
+    print(f"{outcome.action} comment {outcome.comment_id} on {args.repo} PR #{args.pr}: "
+          f"{outcome.url}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _key(text: str) -> str:
+    try:
+        marker(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _url(text: str) -> str:
+    if not _URL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected an http(s) URL without spaces, got {text!r}")
+    return text

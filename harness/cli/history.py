@@ -1,0 +1,54 @@
+"""``spyre-bench history``: the stored results as one table, or exported for pandas users."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from harness.report.tables import console, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "history", help="load stored ASV results; summarise or export them (Parquet/CSV)",
+        description="Load every results file under a results folder (all machines, commits, "
+                    "environments) into one tidy table: one row per benchmark and parameter "
+                    "combination, with status ok/skipped/failed, value, unit and raw samples. "
+                    "Unreadable files are reported and skipped; the rest still loads. In Python: "
+                    "harness.store.history.load_history(path) returns the pandas DataFrame.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results-dir", type=Path, default=Path("results"),
+                   help="ASV results folder (default %(default)s)")
+    p.add_argument("--export", type=Path, metavar="FILE",
+                   help="write the table to FILE (.parquet or .csv)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from harness.store.history import HistoryWarning, export, load_history  # pandas: not at import
+    out = console()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", HistoryWarning)
+        frame = load_history(args.results_dir)
+    for w in caught:
+        if issubclass(w.category, HistoryWarning):
+            print(f"spyre-bench: warning: {w.message}", file=sys.stderr)
+    if args.export:
+        export(frame, args.export)
+        out.print(f"wrote {len(frame)} rows to {args.export}")
+    if frame.empty:
+        out.print(f"no results under {args.results_dir}")
+        return 0
+    groups = frame.groupby(["machine", "env_name", "commit"], sort=False)
+    rows = []
+    for (machine, env, commit), g in groups:
+        counts = g["status"].value_counts()
+        rows.append([machine, env, commit[:12], str(g["date"].iloc[0])[:19],
+                     g["subject"].iloc[0] or "-", counts.get("ok", 0), counts.get("skipped", 0),
+                     counts.get("failed", 0)])
+    out.print(table(f"history in {args.results_dir}: {len(frame)} rows",
+                    ["machine", "env", "commit", "commit date", "subject", "ok", "skipped",
+                     "failed"], rows))
+    return 0

@@ -1,0 +1,169 @@
+"""``spyre-bench run``: measure commits (or the embedded reference) with the ASV suite."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.matrix import TIERS
+from harness.report.tables import console, table
+from harness.runner.asv_config import PROJECT_ROOT
+from harness.runner.machine import default_machine_name
+from harness.runner.reference_repo import ORDER
+
+HISTORY_DIR = PROJECT_ROOT / "results"
+LOCAL_DIR = PROJECT_ROOT / ".asv"
+MAIN_JOB_POLICIES = ("pre-810", "post-810-clamp")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run the ASV suite for commits, or the embedded reference (the main job)",
+        description="Run the ASV suite (benchmarks/) in this Python environment, one commit at a "
+                    "time, the way hardware machines do (torch-spyre cannot be installed into a "
+                    "fresh virtualenv). Machine and environment names are stable, so runs from "
+                    "different clones line up. With no REVISION and no --repo this is the main "
+                    "job: the embedded reference subject (pre-#810 and #810 as merged), quick "
+                    "tier, offline, on this machine's device, ending with their comparison.",
+        epilog="examples:\n"
+               "  spyre-bench run                                  # the main job\n"
+               "  spyre-bench run --repo ../spyre-inference main~3..main\n"
+               "  spyre-bench run --repo ../spyre-inference v0.4.0 --tier full --device spyre\n"
+               "results: commits of --repo go to results/ (the history), the reference to "
+               ".asv/results/; --smoke runs (ASV --quick) always go to a temporary folder.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("revisions", nargs="*", metavar="REVISION",
+                   help="commits of --repo: revision expressions or A..B ranges (oldest first)")
+    p.add_argument("--repo", type=Path, help="the spyre-inference git repository")
+    p.add_argument("--reference", default=",".join(MAIN_JOB_POLICIES), metavar="POLICY,..",
+                   help=f"reference policies to run without --repo ({', '.join(ORDER)}; "
+                        "default %(default)s)")
+    p.add_argument("--tier", choices=sorted(TIERS), default="quick",
+                   help="quick (PR) or full (nightly) matrix (default %(default)s)")
+    p.add_argument("--results-dir", type=Path,
+                   help="where results go (default results/ for --repo, .asv/results otherwise)")
+    p.add_argument("--machine", default=default_machine_name(),
+                   help="ASV machine name (default: this host's name, %(default)s)")
+    p.add_argument("--device", default="auto",
+                   help="spyre, cuda, cpu, or auto: spyre when torch_spyre imports, else cuda, "
+                        "else cpu (default %(default)s)")
+    p.add_argument("--bench", metavar="REGEX", help="only benchmarks matching REGEX")
+    p.add_argument("--smoke", action="store_true",
+                   help="one quick pass per benchmark (ASV --quick) into a temporary folder: "
+                        "checks the suite runs, never touches stored history")
+    p.add_argument("--no-compare", action="store_true",
+                   help="skip the closing comparison of the first and last target")
+    p.set_defaults(run=run)
+
+
+def _device(name: str) -> str:
+    if name != "auto":
+        return name
+    from harness.measure.device import select_device
+    return select_device(None).type
+
+
+def run(args) -> int:
+    from harness.runner.runner import Options, run_targets
+    from harness.runner.targets import commit_targets, reference_targets
+
+    if args.revisions and not args.repo:
+        raise HarnessError("REVISION needs --repo (the spyre-inference repository)")
+    if args.repo:
+        targets = commit_targets(args.repo, args.revisions or ["HEAD"])
+        repo, default_dir = args.repo, HISTORY_DIR
+    else:
+        repo = LOCAL_DIR / "reference-repo"
+        targets = reference_targets(repo, [p for p in args.reference.split(",") if p])
+        default_dir = LOCAL_DIR / "results"
+    tmp = None
+    if args.smoke:
+        if args.results_dir and args.results_dir.resolve() == HISTORY_DIR.resolve():
+            raise HarnessError("--smoke results are poor by design and never go to results/")
+        tmp = tempfile.TemporaryDirectory(prefix="spyre-bench-smoke-")
+        results_dir = Path(tmp.name)
+    else:
+        results_dir = args.results_dir or default_dir
+    options = Options(repo=repo, results_dir=results_dir, machine=args.machine,
+                      device=_device(args.device), tier=args.tier, bench=args.bench,
+                      smoke=args.smoke, log_dir=LOCAL_DIR / "logs")
+    out = console()
+    out.print(f"measuring {len(targets)} target(s) on machine {options.machine}, device "
+              f"{options.device}, tier {options.tier} -> {results_dir}")
+    reports = []
+    try:
+        with _progress(out) as progress:
+            for report in run_targets(targets, options, progress):
+                reports.append(report)
+                state = ("ok" if not report.failed_groups
+                         else f"failures in {', '.join(report.failed_groups)}")
+                out.print(f"  {report.target.label}: {state} in {report.seconds:.0f} s "
+                          f"(log {report.log})", markup=False)
+    except KeyboardInterrupt:
+        out.print(f"interrupted: {len(reports)} of {len(targets)} targets complete; their "
+                  f"results are kept in {results_dir}")
+        raise
+    _summary(out, reports, results_dir)
+    code = 1 if any(r.failed_groups for r in reports) else 0
+    if len(reports) >= 2 and not args.no_compare:
+        _compare(out, results_dir, reports[0].target.commit, reports[-1].target.commit,
+                 options.machine)
+    if tmp:
+        tmp.cleanup()
+    return code
+
+
+def _progress(out):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    class _Bar:
+        def __enter__(self):
+            self.p = Progress(TextColumn("{task.description}"), BarColumn(),
+                              TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                              console=out, transient=True)
+            self.p.__enter__()
+            self.tasks = {}
+            return self
+
+        def __call__(self, target, label, fraction):
+            if target.commit not in self.tasks:
+                self.tasks[target.commit] = self.p.add_task(target.label, total=1.0)
+            self.p.update(self.tasks[target.commit], completed=fraction,
+                          description=f"{target.label} [{label}]")
+
+        def __exit__(self, *exc):
+            return self.p.__exit__(*exc)
+
+    return _Bar()
+
+
+def _summary(out, reports, results_dir: Path) -> None:
+    from harness.store.history import HistoryWarning, load_history
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HistoryWarning)
+        frame = load_history(results_dir) if results_dir.exists() else None
+    rows = []
+    for r in reports:
+        sub = frame[frame["commit"] == r.target.commit] if frame is not None else None
+        counts = sub["status"].value_counts() if sub is not None else {}
+        rows.append([r.target.label, r.target.commit[:12], counts.get("ok", 0),
+                     counts.get("skipped", 0), counts.get("failed", 0), f"{r.seconds:.0f} s"])
+    out.print(table("run summary", ["target", "commit", "ok", "skipped", "failed", "wall"],
+                    rows))
+
+
+def _compare(out, results_dir: Path, base: str, head: str, machine: str) -> None:
+    from harness.analyze.compare import compare_stored
+    from harness.report.comparison import render_terminal
+    from harness.store.history import HistoryWarning, load_history
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HistoryWarning)
+        frame = load_history(results_dir)
+    comparison = compare_stored(frame, base, head, machine=machine)
+    out.rule("comparison: first target (base) vs last (head)")
+    render_terminal(comparison, out)
+    print(file=sys.stdout)

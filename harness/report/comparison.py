@@ -1,0 +1,190 @@
+"""What a comparison says, decided once: the verdict, per-metric summaries, the detail rows.
+
+Both the terminal table and the markdown PR comment render these; neither decides wording or
+order on its own.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from harness.analyze.compare import Comparison, ExactChange, case_label
+from harness.metrics import METRICS, format_value
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    metric: str
+    label: str
+    unit: str
+    worse: int
+    better: int
+    #: The change with the largest relative move, for a one-line example.
+    largest: ExactChange
+
+
+def verdict(c: Comparison) -> str:
+    """One line: what changed, exact first (deterministic), then timings."""
+    parts = []
+    if c.exact or c.ladders:
+        worse = sum(1 for e in c.exact if e.direction == "worse")
+        parts.append(f"exact figures changed: {len(c.exact)} of {c.exact_compared} "
+                     f"({worse} worse, {len(c.exact) - worse} better)"
+                     + (f", {len(c.ladders)} ladder changes" if c.ladders else ""))
+    else:
+        parts.append(f"exact figures identical ({c.exact_compared} compared)")
+    kinds = c.timing_kinds()
+    if c.timings:
+        parts.append("timings: " + ", ".join(
+            f"{kinds.get(k, 0)} {k if k != 'regression' or kinds.get(k) == 1 else 'regressions'}"
+            for k in ("regression", "improvement", "no change", "inconclusive")
+            if kinds.get(k)))
+    if c.problems:
+        parts.append("NOT COMPARABLE: " + "; ".join(c.problems))
+    return "; ".join(parts)
+
+
+def metric_summaries(c: Comparison) -> list[MetricSummary]:
+    by_metric: dict[str, list[ExactChange]] = defaultdict(list)
+    for e in c.exact:
+        by_metric[e.metric].append(e)
+    out = []
+    for metric in [m for m in METRICS if m in by_metric] + sorted(set(by_metric) - set(METRICS)):
+        changes = by_metric[metric]
+        worse = sum(1 for e in changes if e.direction == "worse")
+        out.append(MetricSummary(metric, METRICS[metric].label if metric in METRICS else metric,
+                                 changes[0].unit, worse, len(changes) - worse,
+                                 max(changes, key=_relative)))
+    return out
+
+
+def _relative(e: ExactChange) -> float:
+    if e.base in (None, 0) or e.head is None:
+        return float("inf")
+    return abs(e.head - e.base) / abs(e.base)
+
+
+#: Which ladder changes matter most to a reviewer: what batches land on, then what compiles.
+AXIS_ORDER = ("batched_num_blocks", "kv", "num_blocks", "query", "batched_num_seqs", "num_seqs")
+
+
+@dataclass(frozen=True)
+class LadderGroup:
+    axis: str
+    base: list | None
+    head: list | None
+    where: list[dict]
+
+    def where_text(self, limit: int = 4) -> str:
+        """Where the change happens, as compactly as it is true.
+
+        A full cross product of values reads ``bs 64/128 × mml 256/2048 (env none, batched)``;
+        otherwise configs are listed (``bs 192, mml 2048 (env none, batched)``), then counted.
+        """
+        return where_text(self.where, limit)
+
+
+def where_text(params_list: list[dict], limit: int = 4) -> str:
+    fields = [k for k in params_list[0] if k not in ("overrides", "workload")] if params_list else []
+    extra = [k for k in ("overrides", "workload") if params_list and k in params_list[0]]
+    values = {k: _ordered(p[k] for p in params_list) for k in fields + extra}
+    product = 1
+    for v in values.values():
+        product *= len(v)
+    distinct = {tuple(p[k] for k in fields + extra) for p in params_list}
+    if len(distinct) == product:
+        head = " × ".join(f"{_short(k)} {'/'.join(map(str, values[k]))}" for k in fields)
+        tail = ", ".join(f"{_short(k)} {', '.join(map(str, values[k]))}" for k in extra)
+        return f"{head} ({tail})" if tail else head
+    groups: dict[str, list[str]] = {}
+    for p in params_list:
+        key = case_label({k: p[k] for k in fields})
+        groups.setdefault(key, []).append(", ".join(str(p[k]) for k in extra))
+    parts = [f"{k} ({', '.join(dict.fromkeys(v))})" if extra else k for k, v in groups.items()]
+    more = len(parts) - limit
+    return "; ".join(parts[:limit]) + (f"; and {more} more configs" if more > 0 else "")
+
+
+def _ordered(values) -> list:
+    """Numbers ascending, other values in the order first seen."""
+    seen = list(dict.fromkeys(values))
+    if all(isinstance(v, (int, float)) for v in seen):
+        return sorted(seen)
+    return seen
+
+
+def _short(field_name: str) -> str:
+    return {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns",
+            "overrides": "env", "workload": "workload"}.get(field_name, field_name)
+
+
+def ladder_groups(c: Comparison) -> list[LadderGroup]:
+    """Ladder changes grouped by (axis, before, after), most important axis first."""
+    groups: dict[tuple, list[dict]] = {}
+    for change in c.ladders:
+        key = (change.axis, tuple(change.base or ()) if change.base is not None else None,
+               tuple(change.head or ()) if change.head is not None else None)
+        groups.setdefault(key, []).append(change.params)
+    rank = {a: i for i, a in enumerate(AXIS_ORDER)}
+    ordered = sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], 99), -len(kv[1])))
+    return [LadderGroup(axis, None if b is None else list(b), None if h is None else list(h), w)
+            for (axis, b, h), w in ordered]
+
+
+def change_text(e: ExactChange) -> str:
+    return f"{format_value(e.base, e.unit)} → {format_value(e.head, e.unit)}"
+
+
+def ladder_text(ladder) -> str:
+    return "(none)" if ladder is None else "[" + ",".join(map(str, ladder)) + "]"
+
+
+def exit_code(c: Comparison, fail_on: set[str]) -> int:
+    """0 nothing to flag; 1 a flagged change (see --fail-on); 3 sides not comparable."""
+    if c.problems and "incomparable" in fail_on:
+        return 3
+    if "exact" in fail_on and (c.exact or c.ladders):
+        return 1
+    if "regression" in fail_on and any(t.verdict.kind == "regression" for t in c.timings):
+        return 1
+    return 0
+
+
+def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20) -> None:
+    from harness.report.tables import table
+    out.print(f"[bold]{c.base.label}[/] (base) → [bold]{c.head.label}[/] (head)")
+    out.print(verdict(c), markup=False)
+    groups = ladder_groups(c)
+    if groups:
+        rows = [[g.axis, f"{ladder_text(g.base)} → {ladder_text(g.head)}",
+                 g.where_text(limit=10**6 if full else 4)]
+                for g in groups[: None if full else limit]]
+        out.print(table(f"ladder changes ({len(c.ladders)} in {len(groups)} groups)",
+                        ["axis", "base → head", "at"], rows,
+                        caption=None if full or len(groups) <= limit
+                        else f"first {limit}; --full for all"))
+    summaries = metric_summaries(c)
+    if summaries:
+        rows = [[s.label, s.unit, s.worse, s.better, case_label(s.largest.params),
+                 change_text(s.largest)] for s in summaries]
+        out.print(table("exact changes by metric (every metric is lower-is-better)",
+                        ["metric", "unit", "worse", "better", "largest change at", "base → head"],
+                        rows))
+    if c.timings:
+        rows = [[t.benchmark, case_label(t.params), format_value(_median(t.base), "s"),
+                 format_value(_median(t.head), "s"), f"{t.verdict.ratio:.2f}×",
+                 f"{t.verdict.ci[0]:.2f}–{t.verdict.ci[1]:.2f}", f"{t.verdict.p_value:.2g}",
+                 t.verdict.kind + (f" ({t.verdict.advice})" if t.verdict.advice else "")]
+                for t in c.timings]
+        out.print(table(f"timings (factor {c.factor}, alpha {c.alpha})",
+                        ["benchmark", "params", "base median", "head median", "ratio",
+                         "95% CI", "p", "verdict"], rows))
+    if c.skipped:
+        out.print(f"{len(c.skipped)} items not compared (skipped or missing on one side), e.g. "
+                  f"{c.skipped[0][0]}: {c.skipped[0][1]}", markup=False)
+
+
+def _median(samples):
+    from statistics import median
+    return median(samples) if samples else None

@@ -1,0 +1,203 @@
+"""Run the ASV suite for a list of targets (commits with the subject each one stands for).
+
+One ``asv run --set-commit-hash`` per (target, benchmark group) in the current interpreter's
+environment, so an interrupt loses at most the group in flight: ASV saves a results file only when
+a run ends, and each run merges into the commit's existing file. After each target an identity
+sidecar records what ASV cannot: the subject spec, the harness and device, and why benchmarks
+were skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import __version__, suite
+from harness.errors import HarnessError
+from harness.runner.asv_config import PROJECT_ROOT, write_config
+from harness.runner.machine import ensure_machine
+from harness.store.history import IDENTITY_SUFFIX
+
+#: Benchmark groups, each its own ``asv run`` (name regex, label).
+GROUPS = (("^exact\\.Config\\.", "exact: configs"), ("^exact\\.Workload\\.", "exact: workloads"),
+          ("^kernel\\.", "kernel"))
+ENV_NAME_TOOL = "spyre-bench"
+_PERCENT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One commit to measure and the subject spec the suite loads for it."""
+
+    label: str
+    commit: str
+    spec: str
+
+
+@dataclass
+class Options:
+    repo: Path
+    results_dir: Path
+    machine: str
+    device: str
+    tier: str = "quick"
+    bench: str | None = None
+    smoke: bool = False
+    log_dir: Path = field(default_factory=lambda: Path(".asv") / "logs")
+
+
+@dataclass
+class TargetReport:
+    target: Target
+    seconds: float
+    results_file: Path | None
+    failed_groups: list[str]
+    log: Path
+
+
+def env_name(device: str) -> str:
+    return f"{ENV_NAME_TOOL}-py{sys.version_info[0]}.{sys.version_info[1]}-{device}"
+
+
+def harness_commit() -> str | None:
+    proc = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def results_file(options: Options, commit: str) -> Path:
+    return options.results_dir / options.machine / f"{commit[:8]}-{env_name(options.device)}.json"
+
+
+def _asv_command(config: Path, commit: str, options: Options, bench: str) -> list[str]:
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(config),
+           "-E", f"{ENV_NAME_TOOL}:{sys.executable}", "--set-commit-hash", commit,
+           "--machine", options.machine, "--record-samples", "--show-stderr", "--bench", bench]
+    if options.smoke:
+        cmd.append("--quick")
+    return cmd
+
+
+def _groups(options: Options) -> list[tuple[str, str]]:
+    if options.bench:
+        return [(options.bench, f"--bench {options.bench}")]
+    return list(GROUPS)
+
+
+def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], None]) -> int:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=PROJECT_ROOT, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            log.write(line)
+            m = _PERCENT.match(line.strip())
+            if m:
+                on_percent(float(m.group(1)))
+        return proc.wait()
+    except BaseException:
+        # stop ASV and its benchmark processes; what earlier groups saved stays saved
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        proc.wait()
+        raise
+
+
+def ladders_snapshot(spec: str, tier: str) -> dict:
+    """The subject's ladders for every config of the tier (ASV can only store numbers)."""
+    from harness.evaluate import config_figures
+    from harness.matrix import tier_cases
+    from harness.subjects import resolve_subject
+    try:
+        subject = resolve_subject(spec)
+    except HarnessError as exc:
+        return {"skipped": str(exc)}
+    out = {}
+    for case in tier_cases(tier):
+        fig = config_figures(subject, case)
+        out[json.dumps(suite.case_key(case))] = fig.get("ladders") or {"skipped": fig["skipped"]}
+    return out
+
+
+def write_identity(path: Path, target: Target, options: Options, skipped: list[dict],
+                   interrupted: bool) -> Path:
+    side = path.with_suffix(IDENTITY_SUFFIX)
+    side.parent.mkdir(parents=True, exist_ok=True)
+    data = {"subject": target.spec, "label": target.label, "commit": target.commit,
+            "harness_version": __version__, "harness_commit": harness_commit(),
+            "device": options.device, "tier": options.tier, "python": sys.version.split()[0],
+            "skipped": skipped, "interrupted": interrupted, "written_at": time.time(),
+            "ladders": ladders_snapshot(target.spec, options.tier)}
+    tmp = side.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(side)
+    return side
+
+
+def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
+    """Measure each target in turn, yielding a report as each one finishes."""
+    options.results_dir.mkdir(parents=True, exist_ok=True)
+    options.log_dir.mkdir(parents=True, exist_ok=True)
+    ensure_machine(options.machine)
+    groups = _groups(options)
+    with tempfile.TemporaryDirectory(prefix="spyre-bench-asv-") as tmp:
+        config = write_config(Path(tmp) / "asv.conf.json", options.repo, options.results_dir)
+        for target in targets:
+            yield _run_target(target, options, config, groups, progress)
+
+
+def _run_target(target: Target, options: Options, config: Path, groups, progress) -> TargetReport:
+    started = time.monotonic()
+    log_path = options.log_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{target.commit[:8]}.log"
+    failed: list[str] = []
+    skip_log = log_path.with_suffix(".skips")
+    interrupted = True
+    with log_path.open("w") as log:
+        env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
+               suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
+        try:
+            for i, (bench, label) in enumerate(groups):
+                on_percent = (lambda p, i=i: progress(target, label, (i + p / 100) / len(groups))
+                              ) if progress else (lambda p: None)
+                on_percent(0)
+                log.write(f"$ {' '.join(_asv_command(config, target.commit, options, bench))}\n")
+                log.flush()
+                code = _run_group(_asv_command(config, target.commit, options, bench), env, log,
+                                  on_percent)
+                if code != 0:
+                    failed.append(label)
+            interrupted = False
+        finally:
+            out = results_file(options, target.commit)
+            if out.exists():
+                write_identity(out, target, options, _read_skips(skip_log), interrupted)
+            skip_log.unlink(missing_ok=True)
+    out = results_file(options, target.commit)
+    return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,
+                        log_path)
+
+
+def _read_skips(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    seen, out = set(), []
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        key = (entry.get("benchmark"), entry.get("reason"))
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return out
+
+

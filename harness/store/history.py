@@ -1,0 +1,200 @@
+"""Load ASV results (every machine, commit, environment) into one tidy pandas DataFrame.
+
+Reads the documented ASV results format (version 2: ``result_columns`` rows, values in
+``itertools.product(*params)`` order, params as ``repr()`` strings, ``null`` = failed, ``NaN`` =
+skipped) plus ``benchmarks.json`` for units and types, and the harness's identity sidecars. A
+corrupt, partial or foreign file is reported with a :class:`HistoryWarning` naming it; everything
+else still loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import HarnessError
+
+#: Sidecar written next to each results file: which harness, device and subject produced it.
+IDENTITY_SUFFIX = ".identity"
+RESULTS_VERSION = 2
+
+COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
+           "params", "status", "value", "samples", "q_25", "q_75", "ci_99_a", "ci_99_b",
+           "number", "repeat", "started_at", "duration", "harness_commit", "device", "subject",
+           "file"]
+
+
+class HistoryWarning(UserWarning):
+    """A results file that could not be read; the rest of the history still loads."""
+
+
+@dataclass(frozen=True)
+class _Benchmark:
+    type: str
+    unit: str
+    param_names: tuple[str, ...]
+
+
+def _warn(path: Path, why: str) -> None:
+    warnings.warn(f"{path}: {why}; skipped", HistoryWarning, stacklevel=3)
+
+
+def _load_json(path: Path):
+    # ASV writes the non-standard tokens NaN and Infinity, which json accepts by default.
+    with path.open() as f:
+        return json.load(f)
+
+
+def _benchmarks(results_dir: Path) -> dict[str, _Benchmark]:
+    path = results_dir / "benchmarks.json"
+    if not path.exists():
+        return {}
+    try:
+        data = _load_json(path)
+        return {name: _Benchmark(b.get("type", ""), b.get("unit", ""),
+                                 tuple(b.get("param_names", ())))
+                for name, b in data.items() if name != "version" and isinstance(b, dict)}
+    except (OSError, ValueError, AttributeError) as exc:
+        _warn(path, f"unreadable benchmarks.json ({exc})")
+        return {}
+
+
+def _param_value(text: str):
+    """ASV stores params as repr() strings; turn literals back into values."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _column(row: list, columns: list[str], name: str):
+    i = columns.index(name) if name in columns else -1
+    return row[i] if 0 <= i < len(row) else None
+
+
+def _at(values, i):
+    return values[i] if isinstance(values, list) and i < len(values) else None
+
+
+def _rows_of_file(path: Path, machine: str, benchmarks: dict[str, _Benchmark]) -> list[dict]:
+    data = _load_json(path)
+    if not isinstance(data, dict) or "results" not in data or "commit_hash" not in data:
+        raise ValueError("not an ASV results file (no commit_hash/results)")
+    if data.get("version") != RESULTS_VERSION:
+        raise ValueError(f"results format version {data.get('version')!r}, expected "
+                         f"{RESULTS_VERSION}")
+    columns = data.get("result_columns") or []
+    identity = _identity(path)
+    base = {"machine": machine, "env_name": data.get("env_name"), "commit": data["commit_hash"],
+            "date": pd.to_datetime(data.get("date"), unit="ms", utc=True), "file": str(path),
+            **identity}
+    rows = []
+    for name, row in data["results"].items():
+        bench = benchmarks.get(name, _Benchmark("", "", ()))
+        params = _column(row, columns, "params") or []
+        combos = list(itertools.product(*params)) if params else [()]
+        values = _column(row, columns, "result")
+        if not isinstance(values, list):
+            values = [values] * len(combos)
+        names = bench.param_names or tuple(f"param{i}" for i in range(len(params)))
+        stats = {k: _column(row, columns, f"stats_{k}") for k in
+                 ("q_25", "q_75", "ci_99_a", "ci_99_b", "number", "repeat")}
+        samples = _column(row, columns, "samples")
+        for i, combo in enumerate(combos):
+            value = _at(values, i)
+            status = ("failed" if value is None else
+                      "skipped" if isinstance(value, float) and math.isnan(value) else "ok")
+            rows.append({
+                **base, "benchmark": name, "type": bench.type, "unit": bench.unit,
+                "version": _column(row, columns, "version"),
+                "params": {n: _param_value(v) for n, v in zip(names, combo)},
+                "status": status, "value": value if status == "ok" else math.nan,
+                "samples": _at(samples, i), **{k: _at(v, i) for k, v in stats.items()},
+                "started_at": _column(row, columns, "started_at"),
+                "duration": _column(row, columns, "duration"),
+            })
+    return rows
+
+
+def load_identity(results_file: str | Path) -> dict:
+    """The identity sidecar spyre-bench run wrote beside a results file ({} if none or bad)."""
+    side = Path(results_file).with_suffix(IDENTITY_SUFFIX)
+    if not side.exists():
+        return {}
+    try:
+        data = _load_json(side)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except (OSError, ValueError) as exc:
+        _warn(side, f"unreadable identity sidecar ({exc})")
+        return {}
+
+
+def _identity(path: Path) -> dict:
+    data = load_identity(path)
+    return {k: data.get(k) for k in ("harness_commit", "device", "subject")}
+
+
+def load_history(results_dir: str | Path) -> pd.DataFrame:
+    """Every result under ``results_dir`` as one row per (file, benchmark, param combination).
+
+    ``params`` holds a dict of the benchmark's parameters; each parameter also gets a column of
+    its own (``param:<name>``) so frames filter and pivot directly.
+    """
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise HarnessError(f"results directory {results_dir} does not exist")
+    benchmarks = _benchmarks(results_dir)
+    rows: list[dict] = []
+    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        machine = _machine_name(machine_dir)
+        if machine is None:
+            continue
+        for path in sorted(machine_dir.glob("*.json")):
+            if path.name == "machine.json":
+                continue
+            try:
+                rows.extend(_rows_of_file(path, machine, benchmarks))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                _warn(path, f"unreadable results file ({type(exc).__name__}: {exc})")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    names = sorted({n for p in frame["params"] for n in p})
+    for n in names:
+        frame[f"param:{n}"] = [p.get(n) for p in frame["params"]]
+    return frame
+
+
+def _machine_name(machine_dir: Path) -> str | None:
+    path = machine_dir / "machine.json"
+    try:
+        name = _load_json(path).get("machine")
+        if not isinstance(name, str):
+            raise ValueError("no machine name")
+        return name
+    except (OSError, ValueError, AttributeError) as exc:
+        if any(machine_dir.glob("*.json")):
+            _warn(path, f"machine folder without a readable machine.json ({exc})")
+        return None
+
+
+def export(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write the frame as Parquet (``.parquet``) or CSV (``.csv``); nested columns as JSON text."""
+    path = Path(path)
+    flat = frame.copy()
+    for col in ("params", "samples"):
+        flat[col] = [json.dumps(v) if v is not None else None for v in flat[col]]
+    if path.suffix == ".parquet":
+        flat.to_parquet(path, index=False)
+    elif path.suffix == ".csv":
+        flat.to_csv(path, index=False)
+    else:
+        raise HarnessError(f"cannot export to {path}: use a .parquet or .csv file name")
+    return path

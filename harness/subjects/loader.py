@@ -1,0 +1,322 @@
+"""Load spyre-inference modules from a source snapshot, without vLLM, and leave no trace.
+
+spyre-inference's package root imports vLLM, but the bucketer needs only the standard library,
+``vllm.config.VllmConfig`` (annotations), ``vllm.logger.init_logger`` and ``spyre_inference.envs``
+(notes, section 5). So a load runs inside an :func:`isolated` window:
+
+* the four env overrides are set exactly as asked (and unset otherwise, so the caller's shell
+  cannot leak in); every other change to ``os.environ`` is undone on exit;
+* ``vllm``, ``vllm.config`` and ``vllm.logger`` are small stand-ins; any other ``vllm`` module
+  fails to import, which is the honest answer for a by-path load;
+* every ``spyre_inference...`` name is served from the snapshot by a meta-path finder: packages
+  are bare (no ``__init__`` runs: the real root imports vLLM), modules run from their own source
+  and are registered in ``sys.modules`` before they execute (dataclasses need that);
+* ``backends/spyre_attn.py`` (vLLM throughout) is a stand-in that hands out the subject's own
+  self-contained helpers (``_powers_of_two_up_to``) and, for names it cannot know (the flag
+  resolvers generation-1 ``variants()`` imports), a resolver that answers False;
+* on exit every ``vllm`` / ``spyre_inference`` entry goes from ``sys.modules`` and whatever they
+  shadowed comes back, so two revisions loaded in one process never see each other.
+
+Modules imported along the way that belong to neither namespace (standard library, torch) stay
+imported, as after any import. Windows are serialised by a lock; they are not for threads that
+import vLLM concurrently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import logging
+import os
+import sys
+import threading
+import traceback
+import types
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.config import ENV_VARS
+from harness.ladders import powers_of_two
+from harness.subjects.extract import ModuleSource, NotSelfContained
+
+PACKAGE = "spyre_inference"
+#: The namespaces a window owns: removed from sys.modules on exit.
+OWNED = (PACKAGE, "vllm")
+BUCKETER_MODULE = "spyre_inference.v1.attention.spyre_attn_bucketer"
+ENVS_MODULE = "spyre_inference.envs"
+BACKEND_MODULE = "spyre_inference.v1.attention.backends.spyre_attn"
+OPS_KERNEL_MODULE = "spyre_inference.v1.attention.ops.batched_decode"
+
+_LOCK = threading.RLock()
+
+
+def module_path(dotted: str) -> str:
+    return dotted.replace(".", "/") + ".py"
+
+
+BUCKETER_FILE = module_path(BUCKETER_MODULE)
+BACKEND_FILE = module_path(BACKEND_MODULE)
+OPS_KERNEL_FILE = module_path(OPS_KERNEL_MODULE)
+
+
+class SourceTree:
+    """A snapshot of a checkout's ``spyre_inference/**.py``: relative path -> source bytes.
+
+    Taken once, when the subject is resolved: later edits to a checkout do not change a run.
+    Code objects are compiled once and executed afresh by every load.
+    """
+
+    def __init__(self, files: Mapping[str, bytes], label: str, root: Path | None = None):
+        self.files = dict(files)
+        #: Where the files came from, for filenames in tracebacks and error messages.
+        self.label = label
+        #: The folder on disk when there is one (its files then carry their real paths).
+        self.root = root
+        #: Every folder holding a file, with its ancestors: the packages of the snapshot.
+        self.dirs = {"/".join(p.split("/")[:i]) for p in self.files
+                     for i in range(1, p.count("/") + 1)}
+        self._code: dict[str, types.CodeType] = {}
+        self._parsed: dict[str, ModuleSource] = {}
+
+    @classmethod
+    def from_dir(cls, root: Path) -> SourceTree:
+        files = {}
+        for folder, subdirs, names in os.walk(root / PACKAGE):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = Path(folder) / name
+                    files[path.relative_to(root).as_posix()] = path.read_bytes()
+        return cls(files, str(root), root)
+
+    def has(self, rel: str) -> bool:
+        return rel in self.files
+
+    def filename(self, rel: str) -> str:
+        return str(self.root / rel) if self.root else f"{self.label}/{rel}"
+
+    def code(self, rel: str) -> types.CodeType:
+        if rel not in self._code:
+            self._code[rel] = compile(self.files[rel], self.filename(rel), "exec",
+                                      dont_inherit=True)
+        return self._code[rel]
+
+    def parsed(self, rel: str) -> ModuleSource | None:
+        """The file parsed (not run), for extraction and static probes; None if absent."""
+        if rel not in self.files:
+            return None
+        if rel not in self._parsed:
+            self._parsed[rel] = ModuleSource(self.files[rel], self.filename(rel))
+        return self._parsed[rel]
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for rel in sorted(self.files):
+            h.update(rel.encode() + b"\0" + self.files[rel] + b"\0")
+        return h.hexdigest()
+
+    def line(self, filename: str, lineno: int | None) -> str:
+        """A source line of one of the tree's files, for error messages."""
+        for rel in self.files:
+            if self.filename(rel) == filename and lineno:
+                lines = self.files[rel].decode(errors="replace").splitlines()
+                return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+        return ""
+
+
+# -- the finder: spyre_inference.* from the snapshot -----------------------------------------------
+
+class _BarePackage(importlib.abc.Loader):
+    """A package whose ``__init__`` does not run (the real root imports vLLM)."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pass
+
+
+class _SnapshotModule(importlib.abc.Loader):
+    def __init__(self, tree: SourceTree, rel: str):
+        self.tree, self.rel = tree, rel
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = self.tree.filename(self.rel)
+        exec(self.tree.code(self.rel), module.__dict__)
+
+
+class SnapshotFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, tree: SourceTree):
+        self.tree = tree
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != PACKAGE and not fullname.startswith(PACKAGE + "."):
+            return None
+        rel = fullname.replace(".", "/")
+        if rel in self.tree.dirs:
+            spec = importlib.machinery.ModuleSpec(fullname, _BarePackage(), is_package=True)
+            spec.submodule_search_locations = []
+            return spec
+        if self.tree.has(rel + ".py"):
+            return importlib.machinery.ModuleSpec(
+                fullname, _SnapshotModule(self.tree, rel + ".py"),
+                origin=self.tree.filename(rel + ".py"))
+        return None
+
+
+# -- stand-ins ------------------------------------------------------------------------------------
+
+class VllmConfig:
+    """Stand-in for ``vllm.config.VllmConfig`` (the bucketer uses it in annotations only)."""
+
+
+class CaptureHandler(logging.Handler):
+    """Keeps what the subject logged at WARNING and above (its notes on a config)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def vllm_standins(handler: logging.Handler) -> dict[str, types.ModuleType]:
+    """``vllm``, ``vllm.config`` and ``vllm.logger``: the verified minimal set (notes, section 5).
+
+    ``init_logger`` returns a fresh logger outside logging's registry: nothing of it outlives the
+    window, and what it says goes to ``handler`` instead of the terminal.
+    """
+    root = types.ModuleType("vllm")
+    root.__path__ = []
+    config = types.ModuleType("vllm.config")
+    config.VllmConfig = VllmConfig
+    logger_mod = types.ModuleType("vllm.logger")
+
+    def init_logger(name: str) -> logging.Logger:
+        log = logging.Logger(name, logging.DEBUG)
+        log.propagate = False
+        log.addHandler(handler)
+        return log
+
+    logger_mod.init_logger = init_logger
+    root.config, root.logger = config, logger_mod
+    return {"vllm": root, "vllm.config": config, "vllm.logger": logger_mod}
+
+
+def harmless_resolver(*args, **kwargs) -> bool:
+    """Stand-in for a flag resolver of ``backends/spyre_attn.py`` that needs vLLM: never set."""
+    return False
+
+
+def backend_standin(tree: SourceTree) -> types.ModuleType:
+    """``backends/spyre_attn.py`` as generation-1 bucketers see it, without importing vLLM.
+
+    A name is served, in order: the subject's own definition when it is self-contained (standard
+    library only; compiled from the snapshot, executed fresh for this window); a correct
+    powers-of-two helper for ``_powers_of_two*`` names the file lacks or cannot give; otherwise
+    :func:`harmless_resolver`. Dunder names raise AttributeError, as the import system expects.
+    """
+    mod = types.ModuleType(BACKEND_MODULE)
+    mod.__file__ = tree.filename(BACKEND_FILE)
+    try:
+        parsed = tree.parsed(BACKEND_FILE)
+    except SyntaxError:
+        parsed = None  # nothing can be taken from it: the fallbacks below answer
+
+    def __getattr__(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = None
+        if parsed is not None and name in parsed.bindings:
+            try:
+                namespace = {"__name__": BACKEND_MODULE, "__builtins__": __builtins__}
+                exec(parsed.compile([name]), namespace)
+                value = namespace[name]
+            except NotSelfContained:
+                value = None
+        if value is None:
+            value = _powers_of_two_up_to if "powers_of_two" in name else harmless_resolver
+        setattr(mod, name, value)
+        return value
+
+    mod.__getattr__ = __getattr__
+    return mod
+
+
+def _powers_of_two_up_to(n: int, start: int = 1) -> tuple[int, ...]:
+    """P(n, start), for checkouts whose helper cannot be extracted."""
+    return powers_of_two(n, start)
+
+
+# -- the window ---------------------------------------------------------------------------------
+
+def _owned(name: str) -> bool:
+    return any(name == root or name.startswith(root + ".") for root in OWNED)
+
+
+@contextmanager
+def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
+             standins: Mapping[str, types.ModuleType] | None = None) -> Iterator[list]:
+    """Run a load with exactly ``env`` for the override variables and the snapshot's modules;
+    restore ``sys.modules``, ``os.environ`` and ``sys.meta_path`` afterwards, whatever happens.
+
+    Without ``tree`` (the installed full stack) nothing is shadowed: only the env is managed.
+    Yields the list of Python warnings raised inside.
+    """
+    with _LOCK:
+        saved_modules = dict(sys.modules)
+        saved_env = dict(os.environ)
+        saved_meta_path = list(sys.meta_path)
+        try:
+            for name in ENV_VARS:
+                os.environ.pop(name, None)
+            os.environ.update(env)
+            if tree is not None:
+                for name in [n for n in sys.modules if _owned(n)]:
+                    del sys.modules[name]
+                sys.modules.update(standins or {})
+                sys.meta_path.insert(0, SnapshotFinder(tree))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield caught
+        finally:
+            sys.meta_path[:] = saved_meta_path
+            if tree is not None:
+                restore_modules(saved_modules)
+            _restore_env(saved_env)
+
+
+def restore_modules(saved: dict) -> None:
+    for name in list(sys.modules):
+        if name not in saved and _owned(name):
+            del sys.modules[name]
+    for name, module in saved.items():
+        if sys.modules.get(name) is not module:
+            sys.modules[name] = module
+
+
+def _restore_env(saved: dict) -> None:
+    for name in set(os.environ) | set(saved):
+        if name not in saved:
+            del os.environ[name]
+        elif os.environ.get(name) != saved[name]:
+            os.environ[name] = saved[name]
+
+
+def where(exc: BaseException, tree: SourceTree) -> str:
+    """`` (file:line: source)`` of the deepest frame in the subject's own files, or ""."""
+    ours = {tree.filename(rel): rel for rel in tree.files}
+    if isinstance(exc, SyntaxError) and exc.filename in ours:
+        return f" ({ours[exc.filename]}:{exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in ours]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" ({ours[f.filename]}:{f.lineno}: {tree.line(f.filename, f.lineno)})"

@@ -1,0 +1,497 @@
+"""spyre-inference as a subject: the ladders its *own* bucketer computes, from any version of it.
+
+Specs: ``spyre-inference`` (the installed package), ``path:<checkout>``, ``git:<repo>@<rev>``.
+The subject snapshots ``spyre_inference/**.py`` once (from the checkout, or from the revision's
+objects in the git store, never a worktree), probes what that version has, and then answers
+each ``bucketing(config, overrides)`` with a fresh load inside an isolated window
+(:mod:`harness.subjects.loader`): env overrides set only there, ``clear_env_cache()`` before the
+construction, every module of the load gone afterwards.
+
+Capabilities, probed on the bucketer class (not on version numbers):
+
+* ``bucketer``: ``spyre_inference/v1/attention/spyre_attn_bucketer.py`` exists (a revision
+  without it is "no bucketer yet": every figure is a skip with that reason);
+* ``num_seqs_axis``: ``find_sequence_bucket`` or ``num_seqs_buckets`` (post-#810: the batched
+  ladders are the bucketer's; before, the metadata builder's rule from the notes:
+  P(mns, 1) and P(ceil(mml / bs), 1), since the builder cannot be loaded without vLLM);
+* ``batched_decode_variants`` / ``chunking``: the methods of those names (generation 3);
+* ``decode_prefix``: the constructor takes ``sliding_window``. That argument arrived with
+  generation 4, the generation whose metadata builder batches the decode prefix of mixed batches;
+  the builder itself imports vLLM, so the bucketer's signature is the marker read here;
+* ``decode_kernel_a`` / ``decode_kernel_b``: a top-level function with the kernel's signature in
+  ``backends/spyre_attn.py`` or ``ops/batched_decode.py`` (found by parsing, not importing).
+
+The installed package is imported normally when its full stack (vLLM) imports ("stack" mode; its
+modules then stay imported, as any import does, and only the env and the env cache are managed per
+load); otherwise it is loaded by path from where it is installed, like a checkout.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.config import EngineConfig, Overrides
+from harness.errors import CapabilityMissing, HarnessError, SubjectError
+from harness.ladders import Ladder, ceil_div, powers_of_two
+from harness.subjects import gitrev
+from harness.subjects.base import CAPABILITIES, Bucketing, Subject
+from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
+from harness.subjects.loader import (
+    BACKEND_FILE, BACKEND_MODULE, BUCKETER_FILE, BUCKETER_MODULE, ENVS_MODULE, OPS_KERNEL_FILE,
+    OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, backend_standin,
+    isolated, vllm_standins, where,
+)
+
+BUCKETER_CLASS = "SpyreAttnBucketer"
+#: The metadata builder's batching minimum when the bucketer does not say (notes, section 2).
+MIN_BATCHED_SEQS = 4
+#: Field names a variant record may use, tried in order (then position 0 and 1).
+BLOCKS_FIELDS = ("num_blocks", "b_blocks", "blocks")
+QUERY_FIELDS = ("query_len", "query_bucket", "padded_query_len", "query")
+SEQS_FIELDS = ("num_seqs", "b_seqs", "seqs")
+
+
+class SubjectRejected(HarnessError):
+    """The subject's code raised for one config: that config's rows become skips."""
+
+
+# -- the config the bucketer is constructed with ----------------------------------------------
+
+class _Section:
+    """Exactly the attributes the bucketer is known to read; any other is a clear AttributeError."""
+
+    def __init__(self, path: str, **values):
+        self.__dict__.update(values)
+        self.__dict__["_path"] = path
+
+    def __getattr__(self, name: str):
+        given = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
+        raise AttributeError(f"{self._path}.{name} is not provided by spyre-bench (it provides "
+                             f"{given})")
+
+
+def bucketer_config(config: EngineConfig) -> _Section:
+    """A stand-in VllmConfig for the bucketer's constructor (notes, section 1)."""
+    return _Section(
+        "vllm_config",
+        cache_config=_Section("vllm_config.cache_config", block_size=config.block_size),
+        model_config=_Section("vllm_config.model_config", max_model_len=config.max_model_len,
+                              runner_type="generate"),
+        scheduler_config=_Section(
+            "vllm_config.scheduler_config",
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            max_num_seqs=config.max_num_seqs))
+
+
+class ChunkTable:
+    """The subject's ``batched_decode_chunking`` over its batched grid, computed inside the load
+    (so the model never calls back into subject code after the window closed)."""
+
+    def __init__(self, table: dict[tuple[int, int], tuple[int, int]], spec: str):
+        self.table, self.spec = table, spec
+
+    def __call__(self, b_seqs: int, b_blocks: int) -> tuple[int, int]:
+        try:
+            return self.table[(b_seqs, b_blocks)]
+        except KeyError:
+            raise HarnessError(f"{self.spec}: no chunking for ({b_seqs}, {b_blocks}), which is "
+                               f"off its batched ladders") from None
+
+
+# -- the subject ------------------------------------------------------------------------------
+
+class SpyreInferenceSubject(Subject):
+    def __init__(self, spec: str, tree: SourceTree, identity: str, where_: str,
+                 stack: bool = False):
+        self.spec = spec
+        self.identity = identity
+        #: Which version, in words: "commit 1a2b3c4d5e6f", "checkout /src/si", ...
+        self.where = where_
+        self.tree = tree
+        self.mode = "stack" if stack else "path"
+        self._missing: dict[str, str] = {}
+        self._memo: dict[tuple, Bucketing | HarnessError] = {}
+        self._kernel: tuple | None = None
+        self._min_batched = MIN_BATCHED_SEQS
+        self.capabilities = frozenset(self._probe())
+
+    @property
+    def origin(self) -> str:
+        return f"{self.spec} ({self.where})"
+
+    @property
+    def generation(self) -> int:
+        """0 (no bucketer) to 4, from the capabilities (top-up vs clamp is not told apart)."""
+        caps = self.capabilities
+        for gen, cap in ((4, "decode_prefix"), (3, "chunking"), (2, "num_seqs_axis"),
+                         (1, "bucketer")):
+            if cap in caps:
+                return gen
+        return 0
+
+    def lacks(self, capability: str) -> str | None:
+        if capability in self.capabilities:
+            return None
+        detail = self._missing.get(capability) or CAPABILITIES.get(capability, capability)
+        return f"{self.origin} has no {capability}: {detail}"
+
+    # -- probing ----------------------------------------------------------------------------
+
+    def _probe(self) -> set[str]:
+        caps: set[str] = set()
+        if self.tree.has(BUCKETER_FILE):
+            caps |= self._probe_bucketer()
+        else:
+            self._missing["bucketer"] = f"{BUCKETER_FILE} is not in it (no bucketer yet)"
+            for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix"):
+                self._missing[cap] = "no bucketer"
+        caps |= self._probe_kernels(caps)
+        return caps
+
+    def _probe_bucketer(self) -> set[str]:
+        with self._session({}, CaptureHandler()) as load:
+            try:
+                module = load()
+            except Exception as exc:
+                raise SubjectError(f"{self.origin}: {BUCKETER_FILE} failed to import: "
+                                   f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
+            cls = getattr(module, BUCKETER_CLASS, None)
+            minimum = getattr(module, "_MIN_BATCHED_SEQS", None)
+        if not isinstance(cls, type):
+            raise SubjectError(f"{self.origin}: {BUCKETER_FILE} has no {BUCKETER_CLASS} class")
+        backend = self._parsed(BACKEND_FILE)
+        if not isinstance(minimum, int) and backend is not None:
+            minimum = backend.literal("_MIN_BATCHED_SEQS")
+        if isinstance(minimum, int) and not isinstance(minimum, bool):
+            self._min_batched = minimum
+
+        caps = {"bucketer"}
+        checks = {
+            "num_seqs_axis": (("find_sequence_bucket", "num_seqs_buckets"),
+                              f"{BUCKETER_CLASS} has no find_sequence_bucket or num_seqs_buckets "
+                              "(pre-#810: the metadata builder owns the batched ladders)"),
+            "batched_decode_variants": (("batched_decode_variants",),
+                                        f"{BUCKETER_CLASS} has no batched_decode_variants()"),
+            "chunking": (("batched_decode_chunking",),
+                         f"{BUCKETER_CLASS} has no batched_decode_chunking()"),
+        }
+        for cap, (names, reason) in checks.items():
+            if any(hasattr(cls, n) for n in names):
+                caps.add(cap)
+            else:
+                self._missing[cap] = reason
+        try:
+            params = inspect.signature(cls.__init__).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "sliding_window" in params:
+            caps.add("decode_prefix")
+        else:
+            self._missing["decode_prefix"] = (f"{BUCKETER_CLASS}() takes no sliding_window "
+                                              "(the generation-4 marker)")
+        return caps
+
+    def _parsed(self, rel: str):
+        try:
+            return self.tree.parsed(rel)
+        except SyntaxError:
+            return None
+
+    def _probe_kernels(self, caps: set[str]) -> set[str]:
+        found: list[tuple[str, KernelDef]] = []
+        for rel in (OPS_KERNEL_FILE, BACKEND_FILE):
+            parsed = self._parsed(rel)
+            if parsed is not None:
+                defs = parsed.kernels()
+                defs.sort(key=lambda k: "batched_decode" not in k.name)
+                found += [(rel, k) for k in defs]
+        have = {k.generation for _, k in found}
+        for gen in "AB":
+            if gen not in have:
+                self._missing[f"decode_kernel_{gen.lower()}"] = (
+                    f"no function with the generation-{gen} kernel signature in "
+                    f"{OPS_KERNEL_FILE} or {BACKEND_FILE}")
+        # The chunked bucketer dispatches the chunked kernel: prefer the generation it implies.
+        prefer = "B" if "chunking" in caps else "A"
+        found.sort(key=lambda f: f[1].generation != prefer)
+        self._kernel_def = found[0] if found else None
+        return {f"decode_kernel_{g.lower()}" for g in have}
+
+    # -- loads ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _session(self, env: dict[str, str], handler: CaptureHandler) -> Iterator:
+        """An isolated window; yields ``load()`` returning the bucketer module."""
+        if self.mode == "stack":
+            with isolated(env) as caught:
+                attached = []
+
+                def load():
+                    module = importlib.import_module(BUCKETER_MODULE)
+                    log = getattr(module, "logger", None)
+                    if isinstance(log, logging.Logger) and not attached:
+                        log.addHandler(handler)
+                        attached.append(log)
+                    return module
+                try:
+                    load.caught = caught
+                    yield load
+                finally:
+                    for log in attached:
+                        log.removeHandler(handler)
+                    _clear_env_cache()
+            return
+        standins = vllm_standins(handler)
+        standins[BACKEND_MODULE] = backend_standin(self.tree)
+        with isolated(env, self.tree, standins) as caught:
+            def load():
+                return importlib.import_module(BUCKETER_MODULE)
+            load.caught = caught
+            yield load
+
+    def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        reason = self.lacks("bucketer")
+        if reason:
+            raise CapabilityMissing(reason)
+        key = (config.block_size, config.max_model_len, config.max_num_seqs,
+               config.max_num_batched_tokens, overrides.raw)
+        if key not in self._memo:
+            try:
+                self._memo[key] = self._compute(config, overrides)
+            except HarnessError as exc:
+                self._memo[key] = exc
+        found = self._memo[key]
+        if isinstance(found, HarnessError):
+            raise found
+        return found
+
+    def _compute(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        handler = CaptureHandler()
+        with self._session(overrides.as_env(), handler) as load:
+            try:
+                module = load()
+                _clear_env_cache()
+                bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config))
+                return self._read(bucketer, config, overrides, handler, load.caught)
+            except HarnessError:
+                raise
+            except Exception as exc:
+                raise SubjectRejected(
+                    f"{self.origin}: {BUCKETER_CLASS} rejected {config.label()} "
+                    f"mns={config.max_num_seqs} mnbt={config.max_num_batched_tokens} "
+                    f"env={overrides.label()}: {type(exc).__name__}: {exc}"
+                    f"{where(exc, self.tree)}") from None
+
+    def _read(self, b, config: EngineConfig, overrides: Overrides, handler: CaptureHandler,
+              caught: list) -> Bucketing:
+        """Everything the model needs, read while the window is open (properties and methods
+        may read env vars lazily)."""
+        bs, caps = config.block_size, self.capabilities
+        kv = _ladder(self._attr(b, "kv_buckets", "_kv_buckets"))
+        query = _ladder(self._attr(b, "query_buckets", "_query_buckets"))
+        blocks = self._attr(b, "num_blocks_buckets", "_num_blocks_buckets", required=False)
+        num_blocks = _ladder(blocks) if blocks is not None else _blocks(kv, bs)
+        variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, self.spec) for r in b.variants())
+        if "num_seqs_axis" in caps:
+            num_seqs = _ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
+            batched_seqs, batched_blocks = num_seqs, num_blocks
+        else:
+            num_seqs = None
+            batched_seqs = powers_of_two(config.max_num_seqs, start=1)
+            batched_blocks = powers_of_two(ceil_div(config.max_model_len, bs), start=1)
+        recorded: tuple = ()
+        if "batched_decode_variants" in caps:
+            recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, self.spec)
+                                 for r in b.batched_decode_variants())
+        chunking = None
+        if "chunking" in caps:
+            chunking = ChunkTable({(ns, nb): tuple(int(x) for x in
+                                                   b.batched_decode_chunking(ns, nb))
+                                   for ns in batched_seqs for nb in batched_blocks}, self.spec)
+        notes = tuple(handler.messages) + tuple(str(w.message) for w in caught)
+        return Bucketing(
+            kv=kv, query=query, num_blocks=num_blocks, num_seqs=num_seqs,
+            batched_num_seqs=batched_seqs, batched_num_blocks=batched_blocks,
+            variants=variants, batched_variants=recorded,
+            batched_enabled=overrides.batched_decode, chunking=chunking,
+            decode_prefix_batched="decode_prefix" in caps,
+            min_batched_seqs=self._min_batched, notes=notes)
+
+    def _attr(self, b, *names: str, required: bool = True):
+        for name in names:
+            try:
+                return getattr(b, name)
+            except AttributeError:
+                continue
+        if required:
+            raise HarnessError(f"{self.origin}: {BUCKETER_CLASS} has none of {', '.join(names)}")
+        return None
+
+    # -- the kernel -------------------------------------------------------------------------
+
+    def decode_kernel(self):
+        """``(function, "A" | "B")``, undecorated (the caller compiles it), or None.
+
+        Generation A is compiled from its own source in ``backends/spyre_attn.py`` with only the
+        top-level helpers, constants and torch/stdlib imports it uses, so none of that module's
+        vLLM imports run; ``ops/batched_decode.py`` (torch only) is loaded by path.
+        """
+        if self._kernel_def is None:
+            return None
+        if self._kernel is None:
+            import torch  # noqa: F401  (imported outside the window: it must stay imported)
+
+            rel, kdef = self._kernel_def
+            try:
+                fn = self._load_kernel(rel, kdef)
+            except Exception as exc:
+                raise SubjectError(f"{self.origin}: cannot load the generation-{kdef.generation}"
+                                   f" kernel {kdef.name} from {rel}: {type(exc).__name__}: {exc}"
+                                   f"{where(exc, self.tree)}") from None
+            while hasattr(fn, "__wrapped__") or hasattr(fn, "_torchdynamo_orig_callable"):
+                fn = getattr(fn, "_torchdynamo_orig_callable", None) or fn.__wrapped__
+            self._kernel = (fn, kdef.generation)
+        return self._kernel
+
+    def _load_kernel(self, rel: str, kdef: KernelDef):
+        if rel == OPS_KERNEL_FILE:
+            with isolated({}, self.tree, vllm_standins(CaptureHandler())):
+                return getattr(importlib.import_module(OPS_KERNEL_MODULE), kdef.name)
+        code = self.tree.parsed(rel).compile([kdef.name], KERNEL_IMPORTS)
+        namespace = {"__name__": BACKEND_MODULE, "__builtins__": builtins}
+        exec(code, namespace)
+        return namespace[kdef.name]
+
+    def describe(self) -> dict:
+        """What was loaded and what it can do, for people and logs."""
+        kernel = self._kernel_def
+        return {"spec": self.spec, "identity": self.identity, "where": self.where,
+                "mode": self.mode, "generation": self.generation,
+                "capabilities": sorted(self.capabilities),
+                "kernel": f"{kernel[0]}:{kernel[1].name} ({kernel[1].generation})" if kernel
+                else None}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _clear_env_cache() -> None:
+    envs = sys.modules.get(ENVS_MODULE)
+    clear = getattr(envs, "clear_env_cache", None) if envs is not None else None
+    if callable(clear):
+        clear()
+
+
+def _ladder(values) -> Ladder:
+    return tuple(int(v) for v in values)
+
+
+def _blocks(kv: Ladder, bs: int) -> Ladder:
+    return tuple(sorted({ceil_div(v, bs) for v in kv}))
+
+
+def _distinct(pairs) -> tuple[tuple[int, int], ...]:
+    """Distinct pairs in first-seen order (generation-1 records repeat a pair per flag value)."""
+    return tuple(dict.fromkeys(pairs))
+
+
+def _pair(record, first: tuple[str, ...], second: tuple[str, ...], spec: str) -> tuple[int, int]:
+    a = next((getattr(record, n) for n in first if hasattr(record, n)), None)
+    b = next((getattr(record, n) for n in second if hasattr(record, n)), None)
+    if a is None or b is None:
+        try:
+            a, b = record[0], record[1]
+        except (TypeError, IndexError, KeyError):
+            raise HarnessError(f"{spec}: cannot read ({first[0]}, {second[0]}) from the record "
+                               f"{record!r}") from None
+    return int(a), int(b)
+
+
+# -- resolving specs ----------------------------------------------------------------------------
+
+def git_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+    """``git:<repo>@<rev>``: any revision expression; identity is the full commit hash."""
+    repo, rev = gitrev.split_spec(spec, rest)
+    commit = gitrev.resolve(spec, repo, rev)
+    files = gitrev.read_subtree(spec, repo, commit, PACKAGE)
+    where_ = f"commit {commit[:12]}"
+    if files is None:
+        raise SubjectError(f"{spec} ({where_}): not a spyre-inference revision: it has no "
+                           f"{PACKAGE}/ package")
+    tree = SourceTree(files, f"{repo.resolve()}@{commit[:12]}")
+    return SpyreInferenceSubject(spec, tree, commit, where_)
+
+
+def checkout_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+    """``path:<checkout>``: identity is HEAD, marked dirty (with a digest) if the package is."""
+    root = Path(rest).expanduser()
+    if not root.is_dir():
+        raise SubjectError(f"{spec}: no such directory {rest!r}")
+    if not (root / PACKAGE).is_dir():
+        raise SubjectError(f"{spec}: not a spyre-inference checkout: {root / PACKAGE} does not "
+                           "exist")
+    root = root.resolve()
+    tree = SourceTree.from_dir(root)
+    commit, dirty = gitrev.worktree_commit(root, PACKAGE)
+    return SpyreInferenceSubject(spec, tree, _identity(tree, commit, dirty),
+                                 f"checkout {root}" + (f" at {commit[:12]}" if commit else ""))
+
+
+def installed_subject(spec: str = "spyre-inference") -> SpyreInferenceSubject:
+    """The installed package: imported whole when vLLM imports, else loaded by path from it."""
+    try:
+        found = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.submodule_search_locations:
+        raise SubjectError(f"{spec}: the {PACKAGE} package is not installed for {sys.executable};"
+                           " name a checkout (path:<dir>) or a revision (git:<repo>@<rev>)")
+    root = Path(next(iter(found.submodule_search_locations))).parent
+    tree = SourceTree.from_dir(root)
+    stack_error = _import_stack(tree)
+    commit, dirty = _installed_commit(root)
+    subject = SpyreInferenceSubject(spec, tree, _identity(tree, commit, dirty),
+                                    f"installed at {root}", stack=stack_error is None)
+    subject.stack_error = stack_error
+    return subject
+
+
+def _import_stack(tree: SourceTree) -> str | None:
+    """Import the installed package with its full stack; None on success, else why not (and
+    every module of the failed attempt is gone again)."""
+    saved = dict(sys.modules)
+    try:
+        importlib.import_module(PACKAGE)
+        if tree.has(BUCKETER_FILE):
+            importlib.import_module(BUCKETER_MODULE)
+        return None
+    except Exception as exc:
+        restore_modules(saved)
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _installed_commit(root: Path) -> tuple[str | None, bool]:
+    try:
+        text = importlib.metadata.distribution("spyre-inference").read_text("direct_url.json")
+        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
+        if commit:
+            return commit, False
+    except (importlib.metadata.PackageNotFoundError, ValueError, AttributeError):
+        pass
+    return gitrev.worktree_commit(root, PACKAGE)
+
+
+def _identity(tree: SourceTree, commit: str | None, dirty: bool) -> str:
+    if commit and not dirty:
+        return commit
+    digest = tree.digest()
+    return f"{commit}+dirty.{digest[:12]}" if commit else f"sha256:{digest[:16]}"

@@ -1,0 +1,82 @@
+"""Support for the ASV suite in ``benchmarks/``: which subject and tier, cached figures, skips.
+
+The benchmark classes stay thin: parameters come from the tier, values from the same
+``harness.evaluate`` rows the CLI prints. Everything is decided from the environment so a tier or
+subject is chosen without editing files:
+
+* ``SPYRE_BENCH_SUBJECT``: a subject spec (set by ``spyre-bench run``); without it, the
+  spyre-inference checkout ASV staged into ``$ASV_ENV_DIR/project`` (plain ``asv run``).
+* ``SPYRE_BENCH_TIER``: ``quick`` (default, PR CI) or ``full`` (nightly).
+* ``SPYRE_BENCH_SKIP_LOG``: a file the reasons of skipped benchmarks are appended to (ASV itself
+  stores a skip only as NaN).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.matrix import TIERS, Tier, expand, override_set
+from harness.config import EngineConfig
+
+SUBJECT_ENV = "SPYRE_BENCH_SUBJECT"
+TIER_ENV = "SPYRE_BENCH_TIER"
+SKIP_LOG_ENV = "SPYRE_BENCH_SKIP_LOG"
+STAGED_PROJECT = "project"
+
+
+def tier_name() -> str:
+    name = os.environ.get(TIER_ENV, "quick")
+    if name not in TIERS:
+        raise HarnessError(f"{TIER_ENV}={name!r}: expected one of {', '.join(TIERS)}")
+    return name
+
+
+def tier() -> Tier:
+    return TIERS[tier_name()]
+
+
+def subject_spec() -> str:
+    spec = os.environ.get(SUBJECT_ENV)
+    if spec:
+        return spec
+    env_dir = os.environ.get("ASV_ENV_DIR")
+    if env_dir and (Path(env_dir) / STAGED_PROJECT).is_dir():
+        return f"path:{Path(env_dir) / STAGED_PROJECT}"
+    raise HarnessError(f"no subject: set {SUBJECT_ENV} (spyre-bench run does) or run under an "
+                       "ASV environment that staged the project (asv.conf.json install_command)")
+
+
+@functools.cache
+def subject():
+    from harness.subjects import resolve_subject
+    return resolve_subject(subject_spec())
+
+
+def skip(benchmark: str, reason: str):
+    """Skip a benchmark with a reason that survives into the history (ASV keeps only NaN)."""
+    log = os.environ.get(SKIP_LOG_ENV)
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps({"benchmark": benchmark, "reason": reason}) + "\n")
+    raise NotImplementedError(reason)
+
+
+def config_params() -> tuple[list, list[str]]:
+    t = tier()
+    return ([list(t.block_sizes), list(t.max_model_lens), list(t.max_num_seqs),
+             list(t.override_sets)], ["block_size", "max_model_len", "max_num_seqs", "overrides"])
+
+
+def cases():
+    t = tier()
+    return expand(EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
+                  [(o, override_set(o)) for o in t.override_sets])
+
+
+def case_key(case) -> tuple:
+    c = case.config
+    return (c.block_size, c.max_model_len, c.max_num_seqs, case.overrides_name)

@@ -1,0 +1,51 @@
+"""The generated repository's commits against the embedded reference policies, over the quick tier.
+
+Two implementations written separately from the same notes (the fixture's bucketer code, run by
+the loader; the harness's reference policies) must give identical ladders, warmup records and
+workload costs in every case. A mismatch means one of them misreads the notes, or the loader
+maps the subject's output wrongly. Bucketer notes (log lines) are worded differently and are not
+compared.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.evaluate import config_figures, workload_figures
+from harness.matrix import TIERS, tier_cases
+from harness.subjects import resolve_subject
+from harness.workloads import specs
+from tests.fixtures.spyre_repo import REFERENCE_POLICY
+
+CASES = tier_cases("quick")
+WORKLOADS = specs(steps=TIERS["quick"].steps)
+
+
+def figures(subject):
+    out = []
+    for case in CASES:
+        config = config_figures(subject, case)
+        config.pop("notes", None)
+        out.append((config, workload_figures(subject, case, WORKLOADS)))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generation, policy", sorted(REFERENCE_POLICY.items()))
+def test_fixture_commit_equals_reference_policy(spyre_repo, generation, policy):
+    got = figures(resolve_subject(spyre_repo.spec(generation)))
+    want = figures(resolve_subject(f"reference:{policy}"))
+    assert not any("skipped" in c for c, _ in got)
+    mismatches = [case.label() for case, g, w in zip(CASES, got, want, strict=True) if g != w]
+    assert mismatches == []
+
+
+def test_the_comparison_can_tell_generations_apart(spyre_repo):
+    """Control: pre-810 vs #810 differ exactly where the review says the batched ladder moves."""
+    pre = resolve_subject(spyre_repo.spec("pre-810"))
+    topup = resolve_subject("reference:post-810-topup")
+    differ = [c for c in CASES if config_figures(pre, c)["ladders"]["batched_num_blocks"]
+              != config_figures(topup, c)["ladders"]["batched_num_blocks"]]
+    expected = [c for c in CASES if c.config.block_size == 192
+                or c.overrides_name in ("kv-above-limit", "kv-sparse")]
+    assert differ == expected
