@@ -83,6 +83,7 @@ class ReferenceSubject(Subject):
             caps.add("batched_decode_variants")
         if policy.chunked:
             caps.add("chunking")
+        caps.add("decode_kernel_b" if policy.chunked else "decode_kernel_a")
         if policy.decode_prefix_batched:
             caps.add("decode_prefix")
         self.capabilities = frozenset(caps)

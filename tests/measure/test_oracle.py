@@ -213,3 +213,12 @@ def test_any_subject_kernel_is_measured_through_decode_kernel():
     assert "wrong" not in row and "skipped" not in row
     assert calls and set(calls) == {(4, 4)}  # (num_seqs, num_blocks) of the step's bucket
     assert len(row["timing"]["shapes"][0]["samples_us"]) == 3
+
+
+@pytest.mark.parametrize("policy,generation", [("pre-810", "A"), ("post-810-clamp", "A"),
+                                               ("chunked", "B"), ("post-810-topup+chunked", "B")])
+def test_reference_subjects_hand_out_their_generation(policy, generation):
+    subject, _ = subject_and_bucketing(policy)
+    kernel, got = subject.decode_kernel()
+    assert got == generation and f"decode_kernel_{generation.lower()}" in subject.capabilities
+    assert kernel is {"A": batched_decode_per_block, "B": batched_decode_chunked}[generation]
