@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench venv clean
+.PHONY: run test test-inductor bench bench-kernel venv clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,18 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+## Opt-in: the tests that compile with inductor (cold cache; tens of seconds per graph on a CPU).
+test-inductor: $(STAMP)
+	$(BIN)/python -m pytest -m inductor
+
 ## Benchmarks of the harness itself (pytest-benchmark), with their timings.
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,max,rounds
+
+## The full tier of decode-kernel microbenchmarks (the notes' defaults, the review's buckets).
+bench-kernel: $(STAMP)
+	mkdir -p .benchmarks && $(BIN)/python -m pytest tests/bench/test_kernel_bench.py -m 'not inductor' --benchmark-enable \
+		--benchmark-columns=min,median,iqr,max,rounds --benchmark-json=.benchmarks/kernel.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks .hypothesis

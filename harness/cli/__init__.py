@@ -8,7 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost", "compare", "history", "run", "comment")
+COMMANDS = ("ladders", "cost", "kernel", "compare", "history", "run", "comment")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -83,9 +83,17 @@ class ReferenceSubject(Subject):
             caps.add("batched_decode_variants")
         if policy.chunked:
             caps.add("chunking")
+        caps.add("decode_kernel_b" if policy.chunked else "decode_kernel_a")
         if policy.decode_prefix_batched:
             caps.add("decode_prefix")
         self.capabilities = frozenset(caps)
+
+    def decode_kernel(self):
+        """The reference batched kernel: generation B (chunked) when the policy chunks, else A."""
+        from harness.measure.kernels import BATCHED_KERNELS
+
+        generation = "B" if self.policy.chunked else "A"
+        return BATCHED_KERNELS[generation], generation
 
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         p = self.policy

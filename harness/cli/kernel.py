@@ -1,0 +1,295 @@
+"""``spyre-bench kernel``: measure a subject's batched decode kernel on the device at hand.
+
+Importing this module must not import torch (``spyre-bench --help`` stays fast): everything that
+needs torch is imported inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import options
+from harness.errors import ConfigError
+from harness.report.tables import console, print_json, table
+
+DEVICES = ("auto", "spyre", "cuda", "cpu")
+
+EPILOG = """\
+what it does, per config x workload x subject:
+  graphs   record the subject's warmup variants, then run every step of the workload through
+           torch.compile(kernel, dynamic=False) (--backend), dispatched on the subject's
+           bucketing; count graphs per kernel (Dynamo reset between rows) next to the exact
+           model's keys; graphs after warmup are late compiles; keys past Dynamo's recompile
+           limit that silently ran eagerly are fall-backs; compile seconds per variant (a cold
+           TORCHINDUCTOR_CACHE_DIR for real backends).
+  time     group the steps by shape (the compile keys they call), build one batch per shape the
+           way the metadata builder does, check it against the oracle, and time it: median
+           us per layer (all of the step's kernel calls) with IQR and a 95% CI, us per decode
+           token, per step x num_layers, decode tokens/s, K/V GB/s.
+  every timed output is checked against a plain-softmax oracle; a wrong kernel is reported as
+  WRONG with no timing, and the command exits 1.
+
+exit status: 0 measured; 1 some kernel was wrong; 2 bad input, or nothing could be measured.
+
+examples:
+  # the notes' microbenchmark: per-block vs chunked vs per-sequence, 4 decodes of 16 blocks
+  spyre-bench kernel --base reference:post-810-clamp --head reference:chunked \\
+      --block-size 128 --max-model-len 2048 --step 2048,2048,2048,2048 --per-sequence --no-graphs
+  # compiled graphs vs the model for a workload, as JSON
+  spyre-bench kernel --subject reference:chunked --workload bimodal --no-timing --json
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "kernel", help="time and check the batched decode kernel, and count its compiled graphs",
+        description="Measure a subject's batched decode kernel (Subject.decode_kernel) on the "
+                    "selected device: compiled graphs vs the exact model, time and throughput "
+                    "per step shape, correctness against an oracle. Batched decode is on by "
+                    "default here (--overrides batched).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_subjects(p)
+    options.add_matrix(p, default_overrides="batched")
+    options.add_workloads(p)
+    g = p.add_argument_group("measurement")
+    g.add_argument("--device", default="auto", metavar="NAME",
+                   help="auto (spyre when torch_spyre imports, else cuda, else cpu), spyre, "
+                        "cuda[:N] or cpu (default %(default)s)")
+    g.add_argument("--repeat", type=int, default=20, metavar="N",
+                   help="timed samples per shape (default %(default)s)")
+    g.add_argument("--warmup", type=int, default=3, metavar="N",
+                   help="untimed calls before sampling, the first one checked (default "
+                        "%(default)s)")
+    g.add_argument("--number", type=int, default=None, metavar="N",
+                   help="calls per sample (default: calibrated to >= 2 ms per sample)")
+    g.add_argument("--backend", default="eager", metavar="NAME",
+                   help="torch.compile backend for graph counting and compiled timing: eager or "
+                        "aot_eager (cheap, counts exactly), inductor (real compile seconds; "
+                        "torch-spyre's on Spyre) (default %(default)s)")
+    g.add_argument("--timing", choices=("eager", "compiled"), default=None,
+                   help="time the kernel called directly (eager) or through torch.compile with "
+                        "--backend (default: compiled on spyre, eager elsewhere)")
+    g.add_argument("--recompile-limit", type=int, default=None, metavar="N",
+                   help="Dynamo's recompile limit per kernel while counting (default: torch's, "
+                        "8); keys past it run eagerly and are reported as fall-backs")
+    g.add_argument("--no-warmup-variants", action="store_true",
+                   help="do not record the subject's warmup variants before the workload (every "
+                        "graph then counts as late)")
+    g.add_argument("--no-graphs", action="store_true", help="skip compiled-graph counting")
+    g.add_argument("--no-timing", action="store_true", help="skip timing")
+    g.add_argument("--per-sequence", action="store_true",
+                   help="also time each batched shape's sequences on the per-sequence path")
+    g.add_argument("--max-shapes", type=int, default=6, metavar="N",
+                   help="time at most N step shapes per workload, most frequent first "
+                        "(default %(default)s)")
+    g.add_argument("--soft-cap", type=float, default=0.0, metavar="X",
+                   help="logits soft cap passed to the kernel (default 0: off)")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch intra-op threads while timing (default: torch's); on a shared "
+                        "CPU, fewer threads than cores avoids stalls behind other processes")
+    g.add_argument("--unstable-threshold", type=float, default=0.10, metavar="R",
+                   help="warn when IQR/median exceeds R (default %(default)s)")
+    g.add_argument("--max-cache-gib", type=float, default=8.0, metavar="G",
+                   help="refuse workloads whose K/V cache needs more (default %(default)s)")
+    options.add_output(p)
+    p.set_defaults(run=run)
+
+
+def _validate(args) -> None:
+    checks = [("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1),
+              ("--max-shapes", args.max_shapes, 1)]
+    if args.number is not None:
+        checks.append(("--number", args.number, 1))
+    if args.recompile_limit is not None:
+        checks.append(("--recompile-limit", args.recompile_limit, 1))
+    if args.threads is not None:
+        checks.append(("--threads", args.threads, 1))
+    for flag, value, least in checks:
+        if value < least:
+            raise ConfigError(f"{flag} must be >= {least}, got {value}")
+    if args.soft_cap < 0:
+        raise ConfigError(f"--soft-cap must be >= 0, got {args.soft_cap}")
+    if args.max_cache_gib <= 0 or args.unstable_threshold <= 0:
+        raise ConfigError("--max-cache-gib and --unstable-threshold must be > 0")
+    if args.no_graphs and args.no_timing:
+        raise ConfigError("--no-graphs and --no-timing together leave nothing to measure")
+
+
+def run(args) -> int:
+    _validate(args)
+    subjects = options.subjects(args)
+    cases = options.cases(args)
+    specs = options.workloads(args)
+
+    from harness.measure import device as devices
+    from harness.measure.compiles import check_backend
+    from harness.measure.runner import KernelOptions, measure_workload
+
+    if args.threads is not None:
+        import torch
+        torch.set_num_threads(args.threads)
+    dev = devices.select(args.device)
+    check_backend(args.backend)
+    opts = KernelOptions(
+        device=dev, repeat=args.repeat, warmup=args.warmup, number=args.number,
+        backend=args.backend,
+        timing=args.timing or ("compiled" if dev.name == "spyre" else "eager"),
+        recompile_limit=args.recompile_limit, record_warmup=not args.no_warmup_variants,
+        graphs=not args.no_graphs, time=not args.no_timing, per_sequence=args.per_sequence,
+        max_shapes=args.max_shapes, soft_cap=args.soft_cap,
+        unstable_threshold=args.unstable_threshold, seed=args.seed,
+        max_cache_bytes=int(args.max_cache_gib * (1 << 30)), threads=args.threads)
+    rows = []
+    with _progress(len(cases) * len(specs) * len(subjects)) as advance:
+        for case in cases:
+            for spec in specs:
+                for subject in subjects:
+                    label = f"{subject.spec} {case.label()} {spec.name}"
+                    fig = measure_workload(subject, case, spec, opts,
+                                           lambda what, label=label: advance(label, what, 0))
+                    advance(label, "done", 1)
+                    c = case.config
+                    layout = {"num_kv_heads": c.num_kv_heads, "queries_per_kv": c.queries_per_kv,
+                              "head_size": c.head_size, "dtype": c.dtype,
+                              "num_layers": c.num_layers}
+                    rows.append({"case": case.key(), "layout": layout, "workload": spec.name,
+                                 **fig})
+    if args.json:
+        print_json({"device": dev.as_dict(), "options": _options_dict(opts), "rows": rows})
+        return _status(rows)
+    _render(rows, [s.spec for s in subjects], dev, opts)
+    return _status(rows)
+
+
+def _status(rows) -> int:
+    if any("wrong" in r for r in rows):
+        return 1
+    return 0 if any("skipped" not in r for r in rows) else 2
+
+
+def _options_dict(opts) -> dict:
+    return {"repeat": opts.repeat, "warmup": opts.warmup, "number": opts.number,
+            "backend": opts.backend, "timing": opts.timing,
+            "recompile_limit": opts.recompile_limit, "record_warmup": opts.record_warmup,
+            "per_sequence": opts.per_sequence, "max_shapes": opts.max_shapes,
+            "soft_cap": opts.soft_cap, "seed": opts.seed, "threads": opts.threads}
+
+
+class _progress:
+    """A rich progress bar on stderr while rows are measured (silent when stderr is no tty)."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def __enter__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        err = Console(file=sys.stderr)
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                            console=err, transient=True, disable=not err.is_terminal)
+        self.bar.__enter__()
+        self.task = self.bar.add_task("kernel", total=self.total)
+
+        def advance(label: str, what: str, n: int) -> None:
+            self.bar.update(self.task, advance=n, description=f"{label}: {what}"[:100])
+        return advance
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def _lead(r: dict) -> list:
+    c = r["case"]
+    return [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"], r["workload"],
+            r["subject"]]
+
+
+def _num(v, fmt: str = ",.1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _render(rows, specs, dev, opts) -> None:
+    out = console()
+    lead = ["bs", "mml", "mns", "overrides", "workload", "subject"]
+    for r in rows:
+        where = " ".join(map(str, _lead(r)))
+        if "skipped" in r:
+            out.print(f"[yellow]skipped[/] {where}: {r['skipped']}", highlight=False)
+        if "wrong" in r:
+            out.print(f"[bold red]WRONG[/] {where}: {r['wrong']}", highlight=False)
+    graph_rows = [r for r in rows if "graphs" in r]
+    if graph_rows:
+        body = []
+        for r in graph_rows:
+            g = r["graphs"]
+            secs = ("-" if g["compile_seconds_mean"] is None else
+                    f"{g['compile_seconds_mean']:.2f} / {g['compile_seconds_max']:.2f}")
+            body.append(_lead(r) + [
+                g["model_keys"], f"{g['graphs']} ({g['expected_graphs']})", g["graphs_warmup"],
+                f"{g['late_compiles']} ({g['expected_late']})", g["fallbacks"] or "-", secs,
+                f"{g['max_abs_error']:.1e}", g["verdict"]])
+        limit = graph_rows[0]["graphs"]["recompile_limit"]
+        out.print(table(
+            f"compiled graphs (backend {opts.backend}, recompile limit {limit}, warmup variants "
+            f"{'recorded' if opts.record_warmup else 'not recorded'})",
+            lead + ["keys", "graphs (model)", "warmup", "late (model)", "fall-backs",
+                    "compile s mean/max", "max err", "= model"], body,
+            caption="keys: distinct compile keys the exact model predicts for the workload; "
+                    "late: graphs compiled after warmup; fall-backs: new keys past Dynamo's "
+                    "recompile limit that ran eagerly (--recompile-limit raises it)"))
+    timed = [r for r in rows if "timing" in r]
+    if not timed:
+        return
+    layers = timed[0]["layout"]["num_layers"]
+    by_case: dict[str, list] = {}
+    for r in timed:
+        c = r["case"]
+        by_case.setdefault(f"bs={c['block_size']} mml={c['max_model_len']} "
+                           f"mns={c['max_num_seqs']} env={c['overrides']}", []).append(r)
+    for label, case_rows in by_case.items():
+        body, notes = [], []
+        for r in case_rows:
+            for s in r["timing"]["shapes"]:
+                st = s["stats"]
+                body.append([
+                    r["workload"], r["subject"], s["path"], s["shape"], s["steps"],
+                    len(s["seq_lens"]), s["launches"], s["iterations_per_layer"],
+                    _num(s["us_per_layer"]), f"{st['relative_spread']:.0%}",
+                    f"{st['ci_low']:,.0f}-{st['ci_high']:,.0f}", _num(s["us_per_token"]),
+                    _num(s["us_per_step"] / 1e3, ",.2f"), _num(s["tokens_per_s"], ",.0f"),
+                    _num(s["kv_gb_per_s"], ".2f"), f"{s['max_abs_error']:.1e}"])
+                notes += [f"{r['subject']} {r['workload']} {s['shape']}: {w}"
+                          for w in s["warnings"]]
+        out.print(table(
+            f"kernel time, {label}, on {dev.description}: {opts.timing}, median of "
+            f"{opts.repeat} samples",
+            ["workload", "subject", "path", "shape", "steps", "seqs", "calls", "iters",
+             "µs/layer", "IQR", "95% CI µs", "µs/token", f"ms/step×{layers}", "tok/s",
+             "KV GB/s", "max err"], body,
+            caption="µs/layer: all kernel calls of one step, one layer; µs/token: per decode "
+                    f"token and layer; ms/step×{layers}: all layers; tok/s: decode tokens per "
+                    "second of whole steps; max err: vs the oracle on real rows"))
+        for note in notes:
+            out.print(f"[yellow]warning[/] {note}", highlight=False)
+    body = []
+    base = {}
+    for r in timed:
+        t = r["timing"]
+        key = (str(r["case"]), r["workload"])
+        ratio = "-"
+        if r["subject"] == specs[0]:
+            base[key] = t["workload_us_per_token"]
+        elif base.get(key) and t["workload_us_per_token"]:
+            ratio = f"{t['workload_us_per_token'] / base[key]:.2f}x"
+        body.append(_lead(r) + [f"{t['steps_timed']}/{t['steps']}",
+                                f"{t['timed_shapes']}/{t['distinct_shapes']}",
+                                _num(t["workload_us_per_token"]),
+                                _num(t["workload_tokens_per_s"], ",.0f"), ratio])
+    out.print(table("workload throughput: timed shapes weighted by their steps",
+                    lead + ["steps timed", "shapes timed", "µs/token", "tok/s",
+                            "time vs base" if len(specs) == 2 else "-"], body))

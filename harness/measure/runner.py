@@ -1,0 +1,231 @@
+"""Subject × case × workload → kernel figures: compiled graphs, then timed step shapes.
+
+One place that turns a subject's decode kernel (``Subject.decode_kernel()``, whichever subject it
+is) into JSON-ready figures, shared by the CLI and the benchmarks. Timing is per *step shape*: the
+workload's steps grouped by the compile keys they call (batched key plus per-sequence keys), the
+most frequent shapes first; one representative batch per shape is built, checked against the
+oracle and timed. Workload throughput follows from the shapes' times weighted by how many steps
+land on each.
+
+Failures are figures, not crashes: a subject with no kernel, or a batch too large for the cache
+limit, is ``skipped`` with the reason; a wrong kernel is ``wrong`` with the oracle's message and
+no timing at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch._dynamo
+
+from harness.config import EngineConfig
+from harness.errors import HarnessError
+from harness.matrix import Case
+from harness.measure.compiles import count_graphs
+from harness.measure.device import Device
+from harness.measure.inputs import (
+    DEFAULT_MAX_CACHE_BYTES, StepCalls, Workspace, check_generation,
+)
+from harness.measure.kernels import attend_sequence
+from harness.measure.oracle import KernelMismatch, check_step
+from harness.measure.timing import UNSTABLE_SPREAD, measure
+from harness.model.cost import step_cost
+from harness.subjects.base import Bucketing, Subject
+from harness.workloads import Workload, WorkloadSpec
+
+@dataclass(frozen=True)
+class KernelOptions:
+    device: Device
+    repeat: int = 20
+    warmup: int = 3
+    number: int | None = None
+    min_sample_s: float = 2e-3
+    #: torch.compile backend for graph counting (and for timing when timing == "compiled").
+    backend: str = "eager"
+    #: "eager": call the kernel directly; "compiled": through torch.compile(backend).
+    timing: str = "eager"
+    recompile_limit: int | None = None
+    record_warmup: bool = True
+    graphs: bool = True
+    time: bool = True
+    #: Also time each batched shape's sequences on the per-sequence path.
+    per_sequence: bool = False
+    max_shapes: int = 6
+    soft_cap: float = 0.0
+    seed: int = 0
+    unstable_threshold: float = UNSTABLE_SPREAD
+    max_cache_bytes: int = DEFAULT_MAX_CACHE_BYTES
+    #: torch intra-op threads for timing (None: torch's default).
+    threads: int | None = None
+
+
+Progress = Callable[[str], None]
+
+
+def _no_progress(_: str) -> None:
+    pass
+
+
+def shape_of(keys) -> tuple:
+    """A step's shape: its batched key and its per-sequence keys (order-free)."""
+    batched = next((k for k in keys if k.kernel != "attn"), None)
+    return batched, tuple(sorted(k for k in keys if k.kernel == "attn"))
+
+
+def workload_shapes(bucketing: Bucketing, config: EngineConfig,
+                    workload: Workload) -> dict[tuple, list[int]]:
+    """Step indices per shape (the model's keys), most frequent shape first."""
+    shapes: dict[tuple, list[int]] = {}
+    for i, step in enumerate(workload.steps):
+        shapes.setdefault(shape_of(step_cost(bucketing, config, step).keys), []).append(i)
+    return dict(sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[1][0])))
+
+
+def _label(shape: tuple) -> str:
+    batched, seqs = shape
+    parts = [str(batched)] if batched else []
+    for key, n in sorted(Counter(seqs).items()):
+        parts.append(f"{n}x{key}" if n > 1 else str(key))
+    return " + ".join(parts)
+
+
+def _path(calls: StepCalls, forced: bool = False) -> str:
+    if forced:
+        return "per-sequence (forced)"
+    return calls.dispatch.path
+
+
+def _kernels(kernel, options: KernelOptions):
+    """The callables to time: the kernels themselves, or compiled with the chosen backend."""
+    if options.timing == "eager":
+        return kernel, attend_sequence
+    compile_ = lambda fn: torch.compile(fn, backend=options.backend, dynamic=False)  # noqa: E731
+    return compile_(kernel), compile_(attend_sequence)
+
+
+def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
+                options: KernelOptions) -> dict:
+    errors = []
+
+    def check(outputs):
+        errors.extend(c.max_abs_error for c in check_step(calls, outputs))
+
+    samples = measure(options.device, lambda: calls.run(batched_fn, sequence_fn),
+                      repeat=options.repeat, warmup=options.warmup, number=options.number,
+                      min_sample_s=options.min_sample_s, check=check)
+    s = samples.summary(options.unstable_threshold)
+    tokens = calls.decode_tokens
+    per_step_us = s.median * config.num_layers
+    return {
+        "launches": calls.launches, "iterations_per_layer": calls.iterations,
+        "decode_tokens": tokens, "seq_lens": [q.seq_len for q in calls.step],
+        "h2d_bytes": sum(calls.h2d().values()), "kv_bytes": calls.kv_bytes(),
+        "samples_us": list(samples.us_per_call), "number": samples.number,
+        "first_call_s": samples.first_call_s, "stats": s.as_dict(),
+        "host_others_cores": samples.others_cores,
+        "us_per_layer": s.median, "us_per_call": s.median / calls.launches,
+        "us_per_token": s.median / tokens if tokens else None,
+        "us_per_step": per_step_us,
+        "tokens_per_s": tokens / (per_step_us * 1e-6) if tokens else None,
+        "kv_gb_per_s": calls.kv_bytes() / (s.median * 1e-6) / 1e9,
+        "max_abs_error": max(errors), "warnings": list(s.warnings),
+    }
+
+
+def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
+                   workload: Workload, ws: Workspace, options: KernelOptions,
+                   progress: Progress) -> dict:
+    shapes = workload_shapes(bucketing, config, workload)
+    timed_shapes = list(shapes)[:options.max_shapes]
+    torch._dynamo.reset()
+    batched_fn, sequence_fn = _kernels(subject_kernel, options)
+    limit = contextlib.nullcontext() if options.timing == "eager" else \
+        torch._dynamo.config.patch(recompile_limit=1 << 16)
+    options.device.prepare(options.threads)
+    rows, times = [], {}
+    unbatched = dataclasses.replace(bucketing, batched_enabled=False)
+    with limit:
+        for shape in timed_shapes:
+            first = shapes[shape][0]
+            calls = ws.step(bucketing, workload.steps[first], seed=options.seed + first)
+            progress(f"{workload.name}: {_label(shape)}")
+            row = {"shape": _label(shape), "path": _path(calls),
+                   "keys": [str(k) for k in calls.keys], "steps": len(shapes[shape]),
+                   "step_index": first, **_time_shape(calls, batched_fn, sequence_fn, config,
+                                                      options)}
+            rows.append(row)
+            times[shape] = row["us_per_layer"]
+            if options.per_sequence and calls.batched:
+                alone = ws.step(unbatched, workload.steps[first], seed=options.seed + first)
+                label = _label(shape_of(alone.keys))
+                progress(f"{workload.name}: per-sequence {label}")
+                rows.append({"shape": label, "path": _path(alone, True),
+                             "keys": [str(k) for k in alone.keys], "steps": len(shapes[shape]),
+                             "step_index": first, "compared_to": _label(shape),
+                             **_time_shape(alone, batched_fn, sequence_fn, config, options)})
+    torch._dynamo.reset()
+    covered = [i for sh in timed_shapes for i in shapes[sh]]
+    tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
+    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed_shapes)
+    return {
+        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed_shapes),
+        "steps": len(workload.steps), "steps_timed": len(covered), "decode_tokens": tokens,
+        # per decode token and layer, like a shape's us_per_token; tokens/s over whole steps
+        "workload_us_per_token": layer_us / tokens if tokens else None,
+        "workload_tokens_per_s": (tokens / (layer_us * config.num_layers * 1e-6)
+                                  if tokens and layer_us else None),
+    }
+
+
+def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: KernelOptions,
+                     progress: Progress = _no_progress) -> dict:
+    """Figures of one subject's kernel on one case and workload (see module docstring)."""
+    out: dict = {"subject": subject.spec, "identity": subject.identity}
+    try:
+        found = subject.decode_kernel()
+    except HarnessError as exc:
+        return {**out, "skipped": f"{subject.spec}: decode kernel not loadable: {exc}"}
+    if found is None:
+        return {**out, "skipped": f"{subject.spec} has no batched decode kernel"}
+    kernel, generation = found
+    out["generation"] = generation
+    try:
+        bucketing = subject.bucketing(case.config, case.overrides)
+        check_generation(generation, bucketing)
+        workload = spec.build(case.config)
+        workload.check_fits(case.config)
+        ws = Workspace.for_steps(case.config, workload.steps, options.device.torch_device,
+                                 options.seed, options.soft_cap, options.max_cache_bytes)
+    except HarnessError as exc:
+        return {**out, "skipped": str(exc)}
+    try:
+        if options.graphs:
+            progress(f"{workload.name}: compiled graphs")
+            out["graphs"] = count_graphs(
+                kernel, generation, bucketing, case.config, workload, device=options.device,
+                backend=options.backend, recompile_limit=options.recompile_limit,
+                record_warmup=options.record_warmup, seed=options.seed,
+                workspace=ws).as_dict()
+        if options.time:
+            out["timing"] = _time_workload(kernel, bucketing, case.config, workload, ws,
+                                           options, progress)
+    except KernelMismatch as exc:
+        # A wrong kernel has no figures worth keeping: nothing of it is reported as fast.
+        out.pop("graphs", None)
+        return {**out, "wrong": str(exc)}
+    except HarnessError as exc:
+        return {**out, "skipped": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the subject's kernel is foreign code
+        out.pop("graphs", None)
+        out.pop("timing", None)
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return {**out, "wrong": f"the kernel raised {type(exc).__name__}: {exc}".strip()[:500],
+                "raised_at": f"{where.filename}:{where.lineno}"}
+    return out
+

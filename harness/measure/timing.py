@@ -1,0 +1,161 @@
+"""Timing a callable on a device, and the statistics a noisy machine needs.
+
+Each sample times ``number`` back-to-back calls (calibrated so one sample lasts at least
+``min_sample_s``) and is stored as microseconds per call; the raw samples are kept. The summary
+is robust (median, IQR, MAD, min) with a distribution-free confidence interval for the median
+(order statistics, binomial ranks via scipy), and warns, as pyperf does, when the result is
+unstable rather than hiding it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scipy import stats as sps
+
+from harness.measure.device import Device, HostLoad
+
+#: A relative spread (IQR / median) above this marks a result unstable.
+UNSTABLE_SPREAD = 0.10
+#: Fewer samples than this cannot give a useful interval.
+MIN_SAMPLES = 5
+#: Other processes using more than this many cores while sampling make a result suspect.
+BUSY_HOST_CORES = 0.25
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Raw timings: microseconds per call, one value per sample of ``number`` calls."""
+
+    us_per_call: tuple[float, ...]
+    number: int
+    warmup: int
+    #: Seconds spent in the first (warmup) call: compile time when the callable compiles.
+    first_call_s: float
+    #: Cores' worth of CPU other processes used while sampling (None where unknown).
+    others_cores: float | None = None
+
+    def summary(self, threshold: float = UNSTABLE_SPREAD, confidence: float = 0.95) -> Summary:
+        s = summarize(self.us_per_call, threshold, confidence)
+        if self.others_cores is not None and self.others_cores > BUSY_HOST_CORES:
+            s = dataclasses.replace(s, warnings=s.warnings + (
+                f"busy host: other processes used {self.others_cores:.2f} cores while sampling; "
+                "timings on a shared CPU can be many times too slow (quiet machine, or fewer "
+                "--threads)",))
+        return s
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    mad: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    ci_low: float
+    ci_high: float
+    #: Actual coverage of [ci_low, ci_high] (order-statistic intervals are not exactly 95%).
+    ci_level: float
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def spread(self) -> float:
+        """IQR relative to the median."""
+        return self.iqr / self.median if self.median else float("inf")
+
+    @property
+    def unstable(self) -> bool:
+        return bool(self.warnings)
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3,
+                "iqr": self.iqr, "mad": self.mad, "min": self.min, "max": self.max,
+                "mean": self.mean, "stdev": self.stdev, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "ci_level": self.ci_level,
+                "relative_spread": self.spread, "warnings": list(self.warnings)}
+
+
+def median_ci(sorted_values, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Distribution-free CI for the median: order statistics at binomial(n, 1/2) ranks.
+
+    Returns (low, high, coverage); with too few samples the interval is (min, max) and its
+    coverage says how little that is.
+    """
+    n = len(sorted_values)
+    alpha = 1.0 - confidence
+    # Largest k (1-based) with P(B <= k-1) <= alpha/2: [x_(k), x_(n-k+1)] covers >= confidence.
+    k = int(sps.binom.ppf(alpha / 2, n, 0.5))
+    while k > 0 and sps.binom.cdf(k - 1, n, 0.5) > alpha / 2:
+        k -= 1
+    k = max(k, 1)
+    coverage = 1.0 - 2.0 * float(sps.binom.cdf(k - 1, n, 0.5))
+    return sorted_values[k - 1], sorted_values[n - k], coverage
+
+
+def summarize(values, threshold: float = UNSTABLE_SPREAD, confidence: float = 0.95) -> Summary:
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        raise ValueError("no samples")
+    n = len(xs)
+    med = statistics.median(xs)
+    q1, q3 = (statistics.quantiles(xs, n=4, method="inclusive")[i] for i in (0, 2)) \
+        if n > 1 else (xs[0], xs[0])
+    mad = statistics.median(abs(x - med) for x in xs)
+    low, high, level = median_ci(xs, confidence)
+    warnings = []
+    if n < MIN_SAMPLES:
+        warnings.append(f"only {n} samples: use --repeat {MIN_SAMPLES} or more")
+    spread = (q3 - q1) / med if med else math.inf
+    if spread > threshold:
+        warnings.append(f"unstable: IQR is {spread:.0%} of the median (threshold "
+                        f"{threshold:.0%}); the machine is noisy or the run too short")
+    if med and xs[0] < 0.5 * med:
+        warnings.append(f"min is {1 - xs[0] / med:.0%} below the median")
+    return Summary(n, med, q1, q3, mad, xs[0], xs[-1], statistics.fmean(xs),
+                   statistics.stdev(xs) if n > 1 else 0.0, low, high, level, tuple(warnings))
+
+
+def calibrate(device: Device, fn: Callable[[], object], min_sample_s: float) -> int:
+    """Calls per sample so that one sample lasts at least ``min_sample_s``."""
+    seconds, _ = device.elapsed(fn, 1)
+    if seconds <= 0:
+        return 1000
+    return max(1, math.ceil(min_sample_s / seconds))
+
+
+def measure(device: Device, fn: Callable[[], object], *, repeat: int = 20, warmup: int = 3,
+            number: int | None = None, min_sample_s: float = 2e-3,
+            check: Callable[[object], None] | None = None) -> Samples:
+    """Time ``fn`` on ``device``: warmup calls, then ``repeat`` samples of ``number`` calls.
+
+    ``check`` sees the first warmup result and the last timed result: a wrong callable raises
+    before any timing is reported.
+    """
+    if repeat < 1 or warmup < 0:
+        raise ValueError("repeat must be >= 1 and warmup >= 0")
+    first_s, result = device.elapsed(fn, 1)
+    if check is not None:
+        check(result)
+    for _ in range(max(0, warmup - 1)):
+        device.elapsed(fn, 1)
+    number = number or calibrate(device, fn, min_sample_s)
+    samples = []
+    with HostLoad() as load:
+        for _ in range(repeat):
+            seconds, result = device.elapsed(fn, number)
+            samples.append(seconds / number * 1e6)
+    if check is not None:
+        check(result)
+    return Samples(tuple(samples), number, warmup, first_s, load.others_cores)

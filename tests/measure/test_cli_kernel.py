@@ -1,0 +1,99 @@
+"""``spyre-bench kernel`` end to end, and the promise that the other commands never import torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.cli import options as cli_options
+from tests.measure.test_oracle import _KernelSubject, dropped_rescale
+
+SPYRE_BENCH = str(Path(sys.executable).with_name("spyre-bench"))
+SMALL_ARGS = ["--block-size", "64", "--max-model-len", "256", "--max-num-seqs", "8",
+              "--max-num-batched-tokens", "256", "--num-kv-heads", "2", "--queries-per-kv", "2",
+              "--head-size", "16", "--num-layers", "2", "--device", "cpu"]
+
+
+def test_help_ladders_and_cost_do_not_import_torch():
+    code = """
+import sys
+from harness.cli import main
+for argv in (["--help"], ["kernel", "--help"]):
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert exc.code == 0, exc.code
+assert main(["ladders", "--block-size", "192", "--max-model-len", "2048"]) == 0
+assert main(["cost", "--batched", "--step", "150,150,150,150"]) == 0
+print("torch imported:", "torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("torch imported: False")
+    assert "spyre-bench kernel --base reference:post-810-clamp" in out.stdout  # kernel --help
+
+
+def test_kernel_json_in_a_real_process():
+    out = subprocess.run(
+        [SPYRE_BENCH, "kernel", "--subject", "reference:chunked", *SMALL_ARGS,
+         "--workload", "bimodal", "--steps", "4", "--repeat", "3", "--warmup", "1", "--json"],
+        capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["device"]["name"] == "cpu" and doc["options"]["backend"] == "eager"
+    (row,) = doc["rows"]
+    assert row["subject"] == "reference:chunked" and row["generation"] == "B"
+    g = row["graphs"]
+    assert g["matches_model"] and g["graphs"] == g["expected_graphs"] and g["fallbacks"] == 0
+    assert g["late_compiles"] == g["expected_late"] == 0  # chunked records its batched grid
+    shapes = row["timing"]["shapes"]
+    assert shapes and all(len(s["samples_us"]) == 3 for s in shapes)
+    assert sum(s["steps"] for s in shapes) == row["timing"]["steps_timed"] <= 4
+    for s in shapes:
+        assert s["max_abs_error"] < 1e-2 and s["us_per_layer"] > 0
+        assert s["us_per_step"] == pytest.approx(s["us_per_layer"] * 2)
+        assert s["stats"]["ci_low"] <= s["stats"]["median"] <= s["stats"]["ci_high"]
+
+
+def test_two_subjects_with_the_per_sequence_path(capsys):
+    code = main(["kernel", "--base", "reference:post-810-clamp", "--head", "reference:chunked",
+                 *SMALL_ARGS, "--step", "256,256,256,256", "--per-sequence", "--no-graphs",
+                 "--repeat", "3", "--warmup", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "batched[4, 4]" in out and "batched_chunked[4, 4, 1]" in out
+    assert out.count("(forced)") == 2 and "4xattn[4, 1]" in out
+    assert "time vs base" in out
+
+
+def test_a_wrong_kernel_exits_1_and_shows_no_time(monkeypatch, capsys):
+    monkeypatch.setattr(cli_options, "resolve_subject",
+                        lambda spec: _KernelSubject(dropped_rescale))
+    code = main(["kernel", *SMALL_ARGS, "--step", "256,1,65,130", "--repeat", "2"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "WRONG" in out and "differs from the oracle" in out and "µs/layer" not in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--repeat", "0"], "--repeat must be >= 1"),
+    (["--device", "tpu"], "--device 'tpu': expected one of"),
+    (["--no-graphs", "--no-timing"], "leave nothing to measure"),
+    (["--subject", "reference:nope"], "unknown policy 'nope'"),
+    (["--step", "300,x"], "'x' is not an integer"),
+    (["--backend", "nope"], "--backend 'nope': not a torch.compile backend here"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(["kernel", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spyre-bench: error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_subject_without_a_kernel_is_skipped_with_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(cli_options, "resolve_subject", lambda spec: _KernelSubject(None))
+    assert main(["kernel", *SMALL_ARGS, "--step", "256,1,65,130"]) == 2
+    assert "skipped" in capsys.readouterr().out

@@ -1,0 +1,69 @@
+"""The fixture commits' own kernels and bucketers (git: subjects), measured like any subject."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.config import Overrides
+from harness.matrix import Case
+from harness.measure.compiles import count_graphs
+from harness.measure.device import select
+from harness.measure.runner import KernelOptions, measure_workload
+from harness.model.cost import workload_cost
+from harness.subjects import resolve_subject
+from harness.workloads import WorkloadSpec, generate, inline
+from tests.fixtures.spyre_repo import KERNEL_GENERATION, REFERENCE_POLICY
+from tests.measure.helpers import BATCHED, SMALL, subject_and_bucketing
+
+QUERY_NO_1 = Overrides.from_env({"SPYRE_BATCHED_DECODE": "1",
+                                 "SPYRE_ATTN_QUERY_BUCKETS": "128,256"})
+
+
+@pytest.mark.parametrize("generation,overrides,workload", [
+    ("pre-810", BATCHED, "bimodal"),
+    ("810-topup", QUERY_NO_1, "mixed-prefill-decode"),
+    ("810-clamp", BATCHED, "uniform-long"),
+    ("gen3", BATCHED, "bimodal"),
+    ("gen4", QUERY_NO_1, "mixed-prefill-decode"),
+], ids=["pre-810", "810-topup-query-no-1", "810-clamp", "gen3", "gen4-query-no-1"])
+def test_fixture_commit_graphs_equal_model_keys(spyre_repo, generation, overrides, workload):
+    subject = resolve_subject(spyre_repo.spec(generation))
+    kernel, kernel_generation = subject.decode_kernel()
+    assert kernel_generation == KERNEL_GENERATION[generation]
+    assert kernel.__code__.co_filename.endswith(".py") and "harness" not in \
+        kernel.__code__.co_filename  # the commit's own kernel, not the reference
+    bucketing = subject.bucketing(SMALL, overrides)
+    wl = generate(workload, SMALL, steps=6, seed=2)
+    model = workload_cost(bucketing, SMALL, wl)
+    r = count_graphs(kernel, kernel_generation, bucketing, SMALL, wl, recompile_limit=64)
+    assert r.matches_model and not r.fallbacks
+    assert r.graphs == len(set(model.keys) | model.warmup)
+    assert r.graphs_workload == len(model.late_compiles)
+    # the embedded reference policy of the same generation compiles the same keys
+    _, ref_bucketing = subject_and_bucketing(REFERENCE_POLICY[generation], SMALL,
+                                                     overrides)
+    assert workload_cost(ref_bucketing, SMALL, wl).keys == model.keys
+
+
+def test_a_commit_without_a_bucketer_is_a_skip(spyre_repo):
+    subject = resolve_subject(spyre_repo.spec("no-bucketer"))
+    spec = WorkloadSpec("steps", fixed=inline(["256,1,65,130"]))
+    row = measure_workload(subject, Case(SMALL, BATCHED, "batched"), spec,
+                           KernelOptions(device=select("cpu"), repeat=2, warmup=1, number=1))
+    assert "skipped" in row and "timing" not in row
+
+
+def test_kernel_cli_on_two_commits(spyre_repo, capsys):
+    code = main(["kernel", "--base", spyre_repo.spec("810-clamp"),
+                 "--head", spyre_repo.spec("gen3"), "--block-size", "64",
+                 "--max-model-len", "256", "--max-num-seqs", "8", "--max-num-batched-tokens",
+                 "256", "--num-kv-heads", "2", "--queries-per-kv", "2", "--head-size", "16",
+                 "--step", "256,256,256,256", "--repeat", "2", "--warmup", "1", "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    gens = [(r["generation"], r["graphs"]["verdict"], r["timing"]["shapes"][0]["shape"])
+            for r in doc["rows"]]
+    assert gens == [("A", "yes", "batched[4, 4]"), ("B", "yes", "batched_chunked[4, 4, 1]")]
