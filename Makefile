@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 venv: $(STAMP)
 
-## The main job on the embedded reference subject: what changed from pre-#810 to #810 as merged.
+## The main job: the ASV suite's quick tier on the embedded reference subject (pre-#810 and
+## #810 as merged), offline, on this machine's device, ending with their comparison.
 run: $(STAMP)
-	$(BIN)/spyre-bench ladders --base reference:pre-810 --head reference:post-810-clamp \
-		--tier quick --changed-only
+	$(BIN)/spyre-bench run
 
 ## The default test run (benchmarks disabled; see `make bench`).
 test: $(STAMP)

@@ -65,9 +65,18 @@ def format_value(value, unit: str) -> str:
         return "-"
     if unit == "bytes":
         return format_bytes(value)
+    if unit in ("s", "seconds"):
+        return format_seconds(value)
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def format_seconds(s: float) -> str:
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(s) >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
 
 
 def format_bytes(n: float) -> str:

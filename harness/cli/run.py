@@ -61,10 +61,9 @@ def register(sub) -> None:
 
 
 def _device(name: str) -> str:
-    if name != "auto":
-        return name
-    from harness.measure.device import select_device
-    return select_device(None).type
+    """The device's kind, validated here so a bad --device fails before any run starts."""
+    from harness.measure.device import select
+    return select(name).name
 
 
 def run(args) -> int:

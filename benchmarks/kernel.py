@@ -1,0 +1,145 @@
+"""Kernel benchmarks: wall time of the subject's own decode kernel (``time_``), and the graphs
+``torch.compile`` builds for a workload (``track_``), next to the exact model's prediction.
+
+torch is imported at module level on purpose: ASV's forkserver imports the suite once, so every
+benchmark process starts with torch loaded instead of paying its seconds-long import each time.
+Every timed probe is checked against the oracle in ``setup``: a wrong kernel fails the benchmark,
+it is never recorded as fast.
+"""
+
+import torch  # noqa: F401  (preloaded for the forkserver; see the module docstring)
+
+from harness import suite
+from harness.errors import HarnessError
+from harness.measure import probes
+from harness.measure.device import select
+from harness.measure.oracle import KernelMismatch
+
+_PROBES = {p.name: p for p in probes.TIERS[suite.tier_name()]}
+_DEVICE = None
+
+
+def _device():
+    global _DEVICE
+    if _DEVICE is None:
+        import os
+        _DEVICE = select(os.environ.get("SPYRE_BENCH_DEVICE", "auto"))
+        _DEVICE.prepare()
+    return _DEVICE
+
+
+class Decode:
+    """One layer of decode attention for a fixed batch, on the bucket the subject picks."""
+
+    version = "1"
+    params = [list(_PROBES)]
+    param_names = ["probe"]
+    timeout = 300
+    sample_time = 0.02
+    repeat = (5, 20, 20.0)
+    warmup_time = 0.2
+
+    def setup(self, probe):
+        try:
+            self.prepared = probes.prepare(_PROBES[probe], suite.subject(), _device())
+        except probes.ProbeSkipped as exc:
+            suite.skip(f"kernel.Decode[{probe}]", str(exc))
+        except KernelMismatch:
+            raise  # a wrong kernel is a failure, not a skip
+        except HarnessError as exc:
+            suite.skip(f"kernel.Decode[{probe}]", str(exc))
+
+    def time_layer(self, probe):
+        self.prepared.run_layer()
+
+
+class Compile:
+    """Graphs compiled for a workload (eager backend: counting, not compiling, is the point)."""
+
+    version = "1"
+    timeout = 600
+    params = ([["four-3-block-decodes"], ["batched"]] if suite.tier_name() == "quick" else
+              [["four-3-block-decodes", "uniform-short"], ["batched", "kv-above-limit"]])
+    param_names = ["workload", "overrides"]
+    CONFIG = (dict(probes.SMALL) if suite.tier_name() == "quick"
+              else dict(probes.REVIEW, num_kv_heads=2, queries_per_kv=2, head_size=32))
+
+    def setup_cache(self):
+        from harness.config import EngineConfig
+        from harness.matrix import Case, override_set
+        from harness.measure.compiles import count_graphs
+        from harness.workloads import generate
+        subject = suite.subject()
+        found = subject.decode_kernel()
+        if found is None:
+            return {"skipped": subject.lacks("decode_kernel_a") or "no batched decode kernel"}
+        kernel, generation = found
+        config = EngineConfig(**self.CONFIG)
+        table = {}
+        for workload in self.params[0]:
+            for overrides in self.params[1]:
+                case = Case(config, override_set(overrides), overrides)
+                bucketing = subject.bucketing(case.config, case.overrides)
+                w = generate(workload, config, steps=4)
+                # a raised limit counts every graph exactly; the default limit shows fall-backs
+                exact = count_graphs(kernel, generation, bucketing, config, w,
+                                     device=_device(), recompile_limit=1024)
+                default = count_graphs(kernel, generation, bucketing, config, w,
+                                       device=_device(), check=False)
+                table[(workload, overrides)] = {
+                    "graphs": exact.graphs, "late_compiles": exact.graphs_workload,
+                    "graphs_over_model": exact.graphs - exact.expected_graphs,
+                    "eager_fallbacks_at_default_limit": len(default.fallbacks)}
+        return table
+
+    def setup(self, table, workload, overrides):
+        if "skipped" in table:
+            suite.skip(f"kernel.Compile[{workload}, {overrides}]", table["skipped"])
+        self.figures = table[(workload, overrides)]
+
+    def track_graphs(self, table, workload, overrides):
+        return self.figures["graphs"]
+    track_graphs.unit = "graphs"
+
+    def track_late_compiles(self, table, workload, overrides):
+        return self.figures["late_compiles"]
+    track_late_compiles.unit = "graphs"
+
+    def track_graphs_over_model(self, table, workload, overrides):
+        """Measured graphs minus the model's distinct keys: 0 unless the model is wrong."""
+        return self.figures["graphs_over_model"]
+    track_graphs_over_model.unit = "graphs"
+
+    def track_eager_fallbacks(self, table, workload, overrides):
+        """Keys past Dynamo's default recompile limit (8) that silently ran eagerly."""
+        return self.figures["eager_fallbacks_at_default_limit"]
+    track_eager_fallbacks.unit = "keys"
+
+
+if suite.tier_name() == "full":
+    class CompileTime:
+        """Seconds to compile a probe's kernels with the real compiler, from a cold cache."""
+
+        version = "1"
+        timeout = 900
+        params = [["notes-4x16", "review-4x3-kv-above"]]
+        param_names = ["probe"]
+
+        def setup(self, probe):
+            from harness.measure.compiles import count_graphs
+            from harness.workloads import inline
+            p = _PROBES[probe]
+            subject = suite.subject()
+            found = subject.decode_kernel()
+            if found is None:
+                suite.skip(f"kernel.CompileTime[{probe}]", "no batched decode kernel")
+            config = p.engine_config()
+            from harness.config import Overrides
+            bucketing = subject.bucketing(config, Overrides.from_env(p.env))
+            count = count_graphs(*found, bucketing, config, inline([p.step]), device=_device(),
+                                 backend="inductor", record_warmup=False)
+            self.seconds = sum(count.compile_seconds.values())
+
+        def track_compile_seconds(self, probe):
+            return self.seconds
+        track_compile_seconds.unit = "seconds"
