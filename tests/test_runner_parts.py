@@ -1,0 +1,96 @@
+"""The pieces around ASV: reference repo, machine file, staging, config, benchmark suite import."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.runner.asv_config import PROJECT_CONFIG, load_project_config, write_config
+from harness.runner.machine import ensure_machine
+from harness.runner.reference_repo import ORDER, ensure_reference_repo
+from harness.stage import main as stage_main
+
+
+def test_reference_repo_is_deterministic_and_idempotent(tmp_path):
+    a = ensure_reference_repo(tmp_path / "a")
+    b = ensure_reference_repo(tmp_path / "b")
+    assert a == b and set(a) == set(ORDER) and len(set(a.values())) == len(ORDER)
+    assert ensure_reference_repo(tmp_path / "a") == a          # second call: nothing to do
+    marker = subprocess.run(["git", "-C", str(tmp_path / "a"), "show",
+                             f"{a['pre-810']}:SPYRE_BENCH_SUBJECT"], capture_output=True, text=True)
+    assert marker.stdout.strip() == "reference:pre-810"
+
+
+def test_reference_repo_refuses_a_foreign_folder(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "file").write_text("mine")
+    with pytest.raises(HarnessError, match="not spyre-bench's reference repository"):
+        ensure_reference_repo(tmp_path / "x")
+
+
+def test_machine_file_keeps_other_entries_and_completes_ours(tmp_path):
+    path = tmp_path / ".asv-machine.json"
+    path.write_text(json.dumps({"other": {"machine": "other", "cpu": "x"},
+                                "box": {"machine": "box", "cpu": "custom cpu", "ram": ""},
+                                "version": 1}))
+    entry = ensure_machine("box", path)
+    data = json.loads(path.read_text())
+    assert data["other"] == {"machine": "other", "cpu": "x"}
+    assert entry["cpu"] == "custom cpu" and entry["ram"] and entry["arch"] and entry["num_cpu"]
+
+
+def test_stage_copies_a_checkout_and_removes_it(tmp_path):
+    src = tmp_path / "src"
+    (src / "spyre_inference").mkdir(parents=True)
+    (src / "spyre_inference" / "a.py").write_text("x = 1\n")
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref")
+    dest = tmp_path / "env" / "project"
+    dest.parent.mkdir()
+    dest.mkdir()
+    (dest / "stale.py").write_text("old")
+    assert stage_main([str(src), str(dest)]) == 0
+    assert (dest / "spyre_inference" / "a.py").read_text() == "x = 1\n"
+    assert not (dest / ".git").exists() and not (dest / "stale.py").exists()
+    assert not [p for p in dest.parent.iterdir() if p.name.startswith(".staging-")]
+    assert stage_main(["--remove", str(dest)]) == 0 and not dest.exists()
+
+
+def test_temporary_config_overrides_paths_only(tmp_path):
+    project = load_project_config()
+    path = write_config(tmp_path / "asv.conf.json", tmp_path / "repo", tmp_path / "results")
+    conf = json.loads(path.read_text())
+    assert conf["repo"] == str((tmp_path / "repo").resolve())
+    assert conf["results_dir"] == str((tmp_path / "results").resolve())
+    assert conf["benchmark_dir"] == str(PROJECT_CONFIG.parent / "benchmarks")
+    for key in ("launch_method", "plugins", "regressions_thresholds", "matrix"):
+        assert conf[key] == project[key]
+
+
+def test_suite_discovers_with_units_versions_and_no_torch_in_exact():
+    code = ("import sys, benchmarks.exact as e;"
+            "assert 'torch' not in sys.modules, 'exact benchmarks imported torch';"
+            "names=[n for n in dir(e.Workload) if n.startswith('track_')];"
+            "assert all(getattr(e.Workload, n).unit for n in names);"
+            "print(len(names), e.Workload.version, len(e.Workload.params[-1]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "SPYRE_BENCH_TIER": "quick"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[1] == "1"
+
+
+def test_tier_is_chosen_without_editing_files():
+    code = "import benchmarks.exact as e; print(len(e.Config.params[0]), len(e.Config.params[2]))"
+    out = {}
+    for tier in ("quick", "full"):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "SPYRE_BENCH_TIER": tier})
+        assert proc.returncode == 0, proc.stderr
+        out[tier] = proc.stdout.split()
+    assert out == {"quick": ["4", "1"], "full": ["6", "3"]}
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "SPYRE_BENCH_TIER": "huge"})
+    assert bad.returncode != 0 and "SPYRE_BENCH_TIER='huge'" in bad.stderr
