@@ -79,7 +79,7 @@ class LadderGroup:
     def where_text(self, limit: int = 4) -> str:
         """Where the change happens, as compactly as it is true.
 
-        A full cross product of values reads ``bs 64/128 × mml 256/2048 (env none, batched)``;
+        A full cross product of values reads ``bs 64/128, mml 256/2048 (env none, batched)``;
         otherwise configs are listed (``bs 192, mml 2048 (env none, batched)``), then counted.
         """
         return where_text(self.where, limit)
@@ -94,7 +94,7 @@ def where_text(params_list: list[dict], limit: int = 4) -> str:
         product *= len(v)
     distinct = {tuple(p[k] for k in fields + extra) for p in params_list}
     if len(distinct) == product:
-        head = " × ".join(f"{_short(k)} {'/'.join(map(str, values[k]))}" for k in fields)
+        head = ", ".join(f"{_short(k)} {'/'.join(map(str, values[k]))}" for k in fields)
         tail = ", ".join(f"{_short(k)} {', '.join(map(str, values[k]))}" for k in extra)
         return f"{head} ({tail})" if tail else head
     groups: dict[str, list[str]] = {}
