@@ -70,7 +70,7 @@ class Workload:
         self.figures = _figures_or_skip(f"exact.Workload{list(key)}", table, key)
 
 
-for _name, _metric in CONFIG_METRICS.items():
-    setattr(Config, f"track_{_name}", _track(_name, _metric.unit))
-for _name, _metric in WORKLOAD_METRICS.items():
-    setattr(Workload, f"track_{_name}", _track(_name, _metric.unit))
+for _cls, _metrics in ((Config, CONFIG_METRICS), (Workload, WORKLOAD_METRICS)):
+    for _name, _metric in _metrics.items():
+        if _metric.tracked:
+            setattr(_cls, f"track_{_name}", _track(_name, _metric.unit))

@@ -17,10 +17,13 @@ class Metric:
     label: str
     description: str
     exact: bool = True
+    #: Tracked as an ASV benchmark. Figures derivable from another tracked one are not: every
+    #: tracked figure costs one benchmark process per parameter combination.
+    tracked: bool = True
 
 
-def _m(name, unit, label, description, exact=True) -> Metric:
-    return Metric(name, unit, label, description, exact)
+def _m(name, unit, label, description, exact=True, tracked=True) -> Metric:
+    return Metric(name, unit, label, description, exact, tracked)
 
 
 #: Per-config figures (from harness.model.summary).
@@ -45,7 +48,7 @@ WORKLOAD_METRICS = {m.name: m for m in [
     _m("iterations_per_layer_mean", "iterations", "iters/layer",
        "kernel loop iterations per layer, mean over steps"),
     _m("iterations_per_step_mean", "iterations", "iters/step",
-       "kernel loop iterations per step (all layers), mean over steps"),
+       "kernel loop iterations per step (all layers), mean over steps", tracked=False),
     _m("padded_slots_per_real_token", "slots/token", "padded/real",
        "padded KV slots walked per real KV token"),
     _m("h2d_bytes_per_step", "bytes", "H2D/step", "host-to-device bytes per step, mean"),
@@ -53,7 +56,8 @@ WORKLOAD_METRICS = {m.name: m for m in [
     _m("transfers_per_step", "transfers", "xfers/step", "host-to-device transfers per step, mean"),
     _m("distinct_compile_keys", "keys", "keys", "distinct compiled graphs the workload reaches"),
     _m("late_compiles", "keys", "late", "keys reached that warmup does not record"),
-    _m("warmup_variants", "variants", "warmup", "compile keys recorded at warmup"),
+    _m("warmup_variants", "variants", "warmup", "compile keys recorded at warmup",
+       tracked=False),  # per config: exact.Config's variants and batched_variants_recorded
 ]}
 
 METRICS = {**CONFIG_METRICS, **WORKLOAD_METRICS}

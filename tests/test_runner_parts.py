@@ -90,7 +90,7 @@ def test_tier_is_chosen_without_editing_files():
                               env={**os.environ, "SPYRE_BENCH_TIER": tier})
         assert proc.returncode == 0, proc.stderr
         out[tier] = proc.stdout.split()
-    assert out == {"quick": ["4", "1"], "full": ["6", "3"]}
+    assert out == {"quick": ["4", "1"], "full": ["6", "2"]}
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "SPYRE_BENCH_TIER": "huge"})
     assert bad.returncode != 0 and "SPYRE_BENCH_TIER='huge'" in bad.stderr

@@ -43,9 +43,14 @@ def register(sub) -> None:
                     "GitHub's 65,536-character limit), or with --post create or update the one "
                     "sticky comment on a pull request through GitHub's REST API.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_argument_group("body")
+    src = p.add_argument_group("body (one source)")
     src.add_argument("--body-file", metavar="FILE",
                      help="the comment's markdown, UTF-8; '-' reads standard input")
+    src.add_argument("commits", nargs="*", metavar="BASE HEAD",
+                     help="render the comparison of two commits' stored results instead")
+    src.add_argument("--results-dir", type=Path, default=Path("results"),
+                     help="stored results for BASE HEAD (default %(default)s)")
+    src.add_argument("--machine", help="machine to compare on, when several measured both")
     src.add_argument("--artifact-url", type=_url, metavar="URL",
                      help="where the full report lives; named in the note when the body is cut")
     post = p.add_argument_group("posting")
@@ -67,12 +72,27 @@ def register(sub) -> None:
 def body_source(args) -> str:
     """The comment's markdown, from the first source the arguments name.
 
-    Sources today: ``--body-file``. Rendering from stored results or a comparison plugs in here
-    (and becomes the default when no file is given).
+    ``--body-file`` (what the PR workflow's untrusted job rendered), or BASE HEAD: the comparison
+    of two commits' stored results, rendered here (what hardware runs post).
     """
+    if args.body_file is not None and args.commits:
+        raise HarnessError("give either --body-file or BASE HEAD, not both")
     if args.body_file is not None:
         return read_body_file(args.body_file)
-    raise HarnessError("no comment body: give --body-file FILE (or - for standard input)")
+    if len(args.commits) == 2:
+        import warnings
+
+        from harness.analyze.compare import compare_stored
+        from harness.report.markdown import render
+        from harness.store.history import HistoryWarning, load_history
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", HistoryWarning)
+            frame = load_history(args.results_dir)
+        return render(compare_stored(frame, *args.commits, machine=args.machine), key=args.key)
+    if args.commits:
+        raise HarnessError(f"expected two commits (BASE HEAD), got {len(args.commits)}")
+    raise HarnessError("no comment body: give --body-file FILE (or - for standard input), or "
+                       "BASE HEAD commits with stored results")
 
 
 def read_body_file(path: str) -> str:
