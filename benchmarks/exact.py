@@ -12,6 +12,13 @@ from harness.workloads import MIXES, specs
 _CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
 
 
+def _compact(figures: dict, metrics) -> dict:
+    """Only the tracked numbers: setup_cache's table is unpickled in every benchmark process."""
+    if "skipped" in figures:
+        return figures
+    return {name: figures[name] for name, m in metrics.items() if m.tracked}
+
+
 def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
     if "skipped" in table:
         suite.skip(benchmark, table["skipped"])
@@ -41,7 +48,8 @@ class Config:
         subject = suite.subject()
         if subject.lacks("bucketer"):
             return {"skipped": subject.lacks("bucketer")}
-        return {suite.case_key(c): config_figures(subject, c) for c in suite.cases()}
+        return {suite.case_key(c): _compact(config_figures(subject, c), CONFIG_METRICS)
+                for c in suite.cases()}
 
     def setup(self, table, *key):
         self.figures = _figures_or_skip(f"exact.Config{list(key)}", table, key)
@@ -63,7 +71,7 @@ class Workload:
         table = {}
         for case in suite.cases():
             for name, figures in workload_figures(subject, case, mixes).items():
-                table[suite.case_key(case) + (name,)] = figures
+                table[suite.case_key(case) + (name,)] = _compact(figures, WORKLOAD_METRICS)
         return table
 
     def setup(self, table, *key):

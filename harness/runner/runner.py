@@ -186,6 +186,13 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
             if out.exists():
                 write_identity(out, target, options, _read_skips(skip_log), interrupted)
             skip_log.unlink(missing_ok=True)
+    shared = options.results_dir / "benchmarks.json"
+    if shared.exists():
+        # a copy per machine: machines then never write the same file, so their results merge
+        # without conflicts (results/README.md)
+        tmp = options.results_dir / options.machine / "benchmarks.json.tmp"
+        tmp.write_bytes(shared.read_bytes())
+        tmp.replace(tmp.with_suffix(""))
     out = results_file(options, target.commit)
     return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,
                         log_path)

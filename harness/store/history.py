@@ -152,14 +152,16 @@ def load_history(results_dir: str | Path) -> pd.DataFrame:
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise HarnessError(f"results directory {results_dir} does not exist")
-    benchmarks = _benchmarks(results_dir)
+    shared = _benchmarks(results_dir)
     rows: list[dict] = []
     for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         machine = _machine_name(machine_dir)
         if machine is None:
             continue
+        # each machine keeps the benchmarks.json of its own last run (see results/README.md)
+        benchmarks = {**shared, **_benchmarks(machine_dir)}
         for path in sorted(machine_dir.glob("*.json")):
-            if path.name == "machine.json":
+            if path.name in ("machine.json", "benchmarks.json"):
                 continue
             try:
                 rows.extend(_rows_of_file(path, machine, benchmarks))

@@ -1,0 +1,170 @@
+"""Change points over history, per series (machine, environment, benchmark, parameters).
+
+Exact series are deterministic, so every change between consecutive measured commits is a change
+point, in either direction. Timing series are noisy: ASV's own step detection
+(``asv.step_detect``: a piecewise-constant fit, then upward steps past a relative threshold)
+decides, with the threshold asv.conf.json's ``regressions_thresholds`` gives the benchmark (the
+largest matching one, as ``asv publish`` does).
+
+Change points at the same commit range are one *regression*: what a GitHub issue is opened for,
+naming the first bad commit measured and every commit the change could be in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from asv import step_detect
+
+from harness.analyze.compare import case_label
+from harness.metrics import METRICS, format_value
+
+DEFAULT_TIMING_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    machine: str
+    env_name: str
+    benchmark: str
+    params: dict
+    unit: str
+    exact: bool
+    last_good: str
+    first_bad: str
+    before: float
+    after: float
+
+    @property
+    def direction(self) -> str:
+        return "worse" if self.after > self.before else "better"
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before else math.inf
+
+    def change_text(self) -> str:
+        unit = METRICS[self.metric].unit if self.metric in METRICS else self.unit
+        return (f"{format_value(self.before, unit)} → {format_value(self.after, unit)}"
+                + (f" ({self.ratio:.2f}×)" if self.before else ""))
+
+    @property
+    def metric(self) -> str:
+        return self.benchmark.rsplit(".track_", 1)[-1]
+
+
+@dataclass
+class Regression:
+    """Every change point between one last good and one first bad commit."""
+
+    last_good: str
+    first_bad: str
+    #: Commits the change could be in (after last_good, up to and including first_bad).
+    candidates: list[str] = field(default_factory=list)
+    points: list[ChangePoint] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.last_good[:8]}..{self.first_bad[:8]}"
+
+    @property
+    def worse(self) -> list[ChangePoint]:
+        return [p for p in self.points if p.direction == "worse"]
+
+    @property
+    def kind(self) -> str:
+        return "timing" if all(not p.exact for p in self.points) else "exact"
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "last_good": self.last_good, "first_bad": self.first_bad,
+                "candidates": self.candidates, "kind": self.kind,
+                "points": [asdict(p) | {"direction": p.direction} for p in self.points]}
+
+
+def thresholds_from(conf: dict) -> list[tuple[re.Pattern, float]]:
+    return [(re.compile(k), float(v)) for k, v in conf.get("regressions_thresholds", {}).items()]
+
+
+def threshold_for(benchmark: str, thresholds) -> float:
+    matched = [t for regex, t in thresholds if regex.match(benchmark)]
+    return max(matched) if matched else DEFAULT_TIMING_THRESHOLD
+
+
+def is_exact(benchmark: str, unit: str, kind: str) -> bool:
+    """Deterministic figures: every exact.* benchmark and the graph counts; never timings."""
+    return kind != "time" and unit != "seconds"
+
+
+def detect(frame, order: list[str] | None = None, thresholds=()) -> list[ChangePoint]:
+    """Change points of every series in a history frame (harness.store.history)."""
+    ok = frame[frame["status"] == "ok"]
+    if order is None:
+        order = list(ok.sort_values("date")["commit"].drop_duplicates())
+    rank = {c: i for i, c in enumerate(order)}
+    ok = ok[ok["commit"].isin(rank)]
+    points: list[ChangePoint] = []
+    keys = ok.assign(_p=[json.dumps(p, sort_keys=True) for p in ok["params"]],
+                     _r=[rank[c] for c in ok["commit"]])
+    for (machine, env, bench, _p), rows in keys.groupby(["machine", "env_name", "benchmark", "_p"],
+                                                        sort=True):
+        rows = rows.sort_values("_r")
+        commits, values = list(rows["commit"]), [float(v) for v in rows["value"]]
+        if len(values) < 2:
+            continue
+        first = rows.iloc[0]
+        exact = is_exact(bench, first["unit"], first["type"])
+        common = dict(machine=machine, env_name=env, benchmark=bench, params=first["params"],
+                      unit=first["unit"], exact=exact)
+        if exact:
+            for i in range(1, len(values)):
+                if values[i] != values[i - 1]:
+                    points.append(ChangePoint(**common, last_good=commits[i - 1],
+                                              first_bad=commits[i], before=values[i - 1],
+                                              after=values[i]))
+            continue
+        steps = step_detect.detect_steps(values)
+        _, _, regressions = step_detect.detect_regressions(
+            steps, threshold=threshold_for(bench, thresholds))
+        for before_i, after_i, before_v, after_v in regressions or []:
+            points.append(ChangePoint(**common, last_good=commits[before_i],
+                                      first_bad=commits[after_i], before=before_v,
+                                      after=after_v))
+    return points
+
+
+def group(points: list[ChangePoint], between=None) -> list[Regression]:
+    """One Regression per commit range; ``between(good, bad)`` lists the commits in it."""
+    out: dict[tuple[str, str], Regression] = {}
+    for p in points:
+        r = out.setdefault((p.last_good, p.first_bad), Regression(p.last_good, p.first_bad))
+        r.points.append(p)
+    for r in out.values():
+        r.candidates = between(r.last_good, r.first_bad) if between else [r.first_bad]
+    return list(out.values())
+
+
+def issue_markdown(r: Regression, repo_url: str | None = None) -> str:
+    """The body of the GitHub issue for one regression (marker first: updated, not repeated)."""
+    from harness.report.markdown_escape import code, escape
+    link = (lambda c: f"[{c[:12]}]({repo_url.rstrip('/')}/commit/{c})") if repo_url else \
+        (lambda c: code(c[:12]))
+    lines = [f"<!-- spyre-bench:regression {r.key} -->",
+             f"### {'Exact figures' if r.kind == 'exact' else 'Timings'} changed in "
+             f"{link(r.first_bad)}", "",
+             f"First bad commit measured: {link(r.first_bad)}; last good: {link(r.last_good)}.",
+             f"The change is in one of these {len(r.candidates)} commit(s): "
+             + ", ".join(link(c) for c in r.candidates) + "."]
+    if len(r.candidates) > 1:
+        lines.append(f"Pin it: `spyre-bench bisect --repo <spyre-inference> {r.last_good[:12]} "
+                     f"{r.first_bad[:12]} --bench '<benchmark regex>'`.")
+    lines += ["", "| series | machine | before → after | |", "| --- | --- | --- | --- |"]
+    for p in sorted(r.points, key=lambda p: (p.direction != "worse", p.benchmark))[:100]:
+        lines.append(f"| {escape(p.benchmark)} {escape(case_label(p.params))} | "
+                     f"{escape(p.machine)} | {escape(p.change_text())} | "
+                     f"{p.direction} |")
+    if len(r.points) > 100:
+        lines.append(f"| … {len(r.points) - 100} more series | | | |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,84 @@
+"""``spyre-bench changes``: change points over the stored history, grouped into regressions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "changes", help="detect change points in the stored history (one issue per regression)",
+        description="Find change points per series (machine, environment, benchmark, "
+                    "parameters): every change of an exact figure between consecutive measured "
+                    "commits, and timing steps found by ASV's step detection past the threshold "
+                    "asv.conf.json's regressions_thresholds gives the benchmark. Change points "
+                    "over the same commit range form one regression, named by its first bad "
+                    "commit and the range it could be in.",
+        epilog="exit codes: 0 no change point, 1 change points found, 2 bad input",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--repo", type=Path,
+                   help="the spyre-inference repository: commit order and ranges come from its "
+                        "first-parent history (default: commit dates)")
+    p.add_argument("--branch", default="main")
+    p.add_argument("--machine", help="only this machine's series")
+    p.add_argument("--json", type=Path, metavar="FILE", help="machine-readable list ('-': stdout)")
+    p.add_argument("--issues-dir", type=Path, metavar="DIR",
+                   help="write one markdown issue body per regression (<key>.md)")
+    p.add_argument("--repo-url", help="commit links in the markdown, e.g. "
+                   "https://github.com/torch-spyre/spyre-inference")
+    p.set_defaults(run=run)
+
+
+def detect_regressions(results_dir: Path, repo: Path | None, branch: str,
+                       machine: str | None = None):
+    """(frame, regressions, commit order) for a results folder."""
+    from harness.analyze.changepoints import detect, group, thresholds_from
+    from harness.runner.asv_config import load_project_config
+    from harness.runner.nightly import first_parent_history
+    from harness.store.history import HistoryWarning, load_history
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", HistoryWarning)
+        frame = load_history(results_dir)
+    for w in caught:
+        print(f"spyre-bench: warning: {w.message}", file=sys.stderr)
+    if machine:
+        frame = frame[frame["machine"] == machine]
+    order = first_parent_history(repo, branch) if repo else None
+    points = detect(frame, order, thresholds_from(load_project_config()))
+    if order:
+        index = {c: i for i, c in enumerate(order)}
+        between = lambda good, bad: order[index[good] + 1:index[bad] + 1]  # noqa: E731
+    else:
+        between = None
+    return frame, group(points, between), order
+
+
+def run(args) -> int:
+    from harness.analyze.changepoints import issue_markdown
+    from harness.report.tables import console, table
+    frame, regressions, _ = detect_regressions(args.results_dir, args.repo, args.branch,
+                                               args.machine)
+    if args.json:
+        text = json.dumps([r.as_dict() for r in regressions], indent=1)
+        if str(args.json) == "-":
+            print(text)
+        else:
+            args.json.write_text(text)
+    if args.issues_dir:
+        args.issues_dir.mkdir(parents=True, exist_ok=True)
+        for r in regressions:
+            (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
+                issue_markdown(r, args.repo_url))
+    if str(args.json) != "-":
+        rows = [[r.first_bad[:12], r.last_good[:12], len(r.candidates), r.kind,
+                 f"{len(r.worse)} worse, {len(r.points) - len(r.worse)} better",
+                 r.points[0].benchmark] for r in regressions]
+        console().print(table(f"{len(regressions)} regression(s) in {frame['commit'].nunique()} "
+                              "commits", ["first bad", "last good", "in range", "kind",
+                                          "series", "e.g."], rows))
+    return 1 if regressions else 0

@@ -1,0 +1,74 @@
+"""``spyre-bench report``: the dashboard: a static report page plus ASV's per-benchmark graphs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "report", help="build the dashboard: report page + asv publish graphs",
+        description="Write a static site: index.html (ladders per config over time, padding and "
+                    "iterations per workload, compile counts per commit, kernel time per device, "
+                    "the latest change points; plots inline, no script, no network) and, with "
+                    "--asv, ASV's own per-benchmark graphs under asv/.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
+    p.add_argument("--branch", default="main")
+    p.add_argument("--out", type=Path, default=Path(".asv/site"),
+                   help="output folder (default %(default)s)")
+    p.add_argument("--asv", action="store_true",
+                   help="also run `asv publish` into OUT/asv (needs --repo)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from harness.cli.changes import detect_regressions
+    from harness.report.site import Commit, build
+    from harness.subjects import gitrev
+    frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch)
+    measured = set(frame["commit"])
+    if order:
+        hashes = [c for c in order if c in measured]
+        titles = {c: gitrev.git(args.repo, "log", "-1", "--format=%s", c).stdout.decode().strip()
+                  for c in hashes}
+    else:
+        hashes = list(frame.sort_values("date")["commit"].drop_duplicates())
+        titles = {}
+    commits = [Commit(c, f"{c[:12]} {titles.get(c, '')}".strip()) for c in hashes]
+    asv_link = None
+    if args.asv:
+        if not args.repo:
+            from harness.errors import ConfigError
+            raise ConfigError("--asv needs --repo (asv publish reads the repository)")
+        _asv_publish(args.results_dir, args.repo, args.out / "asv")
+        asv_link = "asv/index.html"
+    index = build(frame, regressions, commits, args.out, asv_link=asv_link)
+    print(f"wrote {index} ({len(commits)} commits, {len(regressions)} regressions)")
+    return 0
+
+
+def _asv_publish(results_dir: Path, repo: Path, dest: Path) -> None:
+    """asv publish needs results/benchmarks.json at the top: rebuilt from the machines' copies."""
+    from harness.runner.asv_config import write_config
+    with tempfile.TemporaryDirectory(prefix="spyre-bench-publish-") as tmp:
+        staged = Path(tmp) / "results"
+        shutil.copytree(results_dir, staged)
+        if not (staged / "benchmarks.json").exists():
+            merged = {}
+            for path in sorted(staged.glob("*/benchmarks.json")):
+                merged.update(json.loads(path.read_text()))
+            (staged / "benchmarks.json").write_text(json.dumps(merged))
+        config = write_config(Path(tmp) / "asv.conf.json", repo, staged)
+        conf = json.loads(config.read_text())
+        conf["html_dir"] = str(dest.resolve())
+        config.write_text(json.dumps(conf))
+        subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
+                       check=True, capture_output=True)

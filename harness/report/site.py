@@ -1,0 +1,180 @@
+"""The static report page: ladders, padding and iterations, compile counts and throughput over
+the history, and the latest change points. One self-contained HTML file (plots inline as SVG, no
+script, no network), next to ``asv publish``'s per-benchmark graphs.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import __version__
+from harness.analyze.changepoints import Regression
+from harness.analyze.compare import case_label
+from harness.store.history import load_identity
+
+#: Which series the page plots by default: the review's config, batched decode on.
+FOCUS = {"block_size": 64, "max_model_len": 2048, "overrides": "batched"}
+WORKLOAD_FIGURES = (("exact.Workload.track_iterations_per_layer_mean", "kernel loop iterations "
+                     "per layer"),
+                    ("exact.Workload.track_padded_slots_per_real_token", "padded KV slots per "
+                     "real token"))
+COMPILE_FIGURES = (("exact.Config.track_batched_keys_reachable", "batched compile keys reachable"),
+                   ("exact.Workload.track_late_compiles", "late compiles (keys warmup misses)"),
+                   ("kernel.Compile.track_graphs", "graphs torch.compile built"))
+LADDER_AXES = ("batched_num_blocks", "kv", "batched_num_seqs")
+
+
+@dataclass(frozen=True)
+class Commit:
+    hash: str
+    label: str
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _line_plot(title: str, commits: list[Commit], series: dict[str, dict[str, float]],
+               ylabel: str) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    x = list(range(len(commits)))
+    for name, values in sorted(series.items()):
+        ys = [values.get(c.hash, math.nan) for c in commits]
+        ax.plot(x, ys, marker="o", markersize=3, label=name)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_xticks(x, [c.hash[:8] for c in commits], rotation=60, fontsize=7)
+    ax.grid(alpha=0.3)
+    if series:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return f'<figure class="plot" data-title="{html.escape(title)}">{_svg(fig)}</figure>'
+
+
+def _focus_rows(frame, benchmark: str, focus: dict):
+    rows = frame[(frame["benchmark"] == benchmark) & (frame["status"] == "ok")]
+    for k, v in focus.items():
+        col = f"param:{k}"
+        if col in rows:
+            rows = rows[rows[col] == v]
+    return rows
+
+
+def _by(rows, key_col: str) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for _, r in rows.iterrows():
+        out[str(r[key_col])][r["commit"]] = float(r["value"])
+    return out
+
+
+def _sum_by_commit(rows) -> dict[str, float]:
+    return {c: float(g["value"].sum()) for c, g in rows.groupby("commit")}
+
+
+def _ladder_table(frame, commits: list[Commit]) -> str:
+    files = frame.drop_duplicates("commit").set_index("commit")["file"]
+    ladders = {c.hash: (load_identity(files[c.hash]).get("ladders") or {})
+               for c in commits if c.hash in files}
+    configs = sorted({k for lad in ladders.values() for k in lad if k != "skipped"},
+                     key=lambda k: json.loads(k)[:3] + [str(json.loads(k)[3])])
+    if not configs:
+        return "<p>No ladders recorded (they come from spyre-bench run's identity files).</p>"
+    head = "".join(f"<th title='{html.escape(c.label)}'>{c.hash[:8]}</th>" for c in commits)
+    body = []
+    for key in configs:
+        bs, mml, mns, env = json.loads(key)
+        if env not in ("none", "batched") and len(configs) > 24:
+            continue
+        for axis in LADDER_AXES[:1]:
+            cells, prev = [], None
+            for c in commits:
+                lad = ladders.get(c.hash, {}).get(key, {})
+                text = "-" if not lad or "skipped" in lad else \
+                    "[" + ",".join(map(str, lad.get(axis) or [])) + "]"
+                cls = ' class="changed"' if prev is not None and text != prev else ""
+                cells.append(f"<td{cls}>{html.escape(text)}</td>")
+                prev = text
+            body.append(f"<tr><th>bs {bs}, mml {mml}, mns {mns}, env {html.escape(str(env))}"
+                        f"</th><td>{axis}</td>{''.join(cells)}</tr>")
+    return (f"<table class='ladders'><thead><tr><th>config</th><th>axis</th>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _changes_table(regressions: list[Regression]) -> str:
+    if not regressions:
+        return "<p class='ok'>No change points in the history.</p>"
+    rows = []
+    for r in regressions:
+        worse = len(r.worse)
+        example = max(r.points, key=lambda p: abs(math.log(p.ratio)) if p.before and p.after > 0
+                      else 0)
+        rows.append(f"<tr><td><code>{r.first_bad[:12]}</code></td><td><code>{r.last_good[:12]}"
+                    f"</code></td><td>{len(r.candidates)}</td><td>{r.kind}</td>"
+                    f"<td>{worse} worse, {len(r.points) - worse} better</td>"
+                    f"<td>{html.escape(example.benchmark)} "
+                    f"[{html.escape(case_label(example.params))}]: "
+                    f"{html.escape(example.change_text())}</td></tr>")
+    return ("<table class='changes'><thead><tr><th>first bad</th><th>last good</th>"
+            "<th>commits in range</th><th>kind</th><th>series</th><th>largest change</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+td.changed { background: #fff3b0; font-weight: bold; }
+figure.plot { margin: 0.5em 0; } figure.plot svg { max-width: 100%; height: auto; }
+p.ok { color: #2e7d32; } .meta { color: #666; font-size: 0.8em; }
+"""
+
+
+def build(frame, regressions: list[Regression], commits: list[Commit], out_dir: Path,
+          focus: dict = FOCUS, asv_link: str | None = None) -> Path:
+    """Write ``out_dir/index.html``; returns its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = [f"<h1>spyre-bench: history of {len(commits)} commits</h1>",
+             f"<p class='meta'>{len(frame)} results from machines "
+             f"{html.escape(', '.join(sorted(frame['machine'].unique())))}; spyre-bench "
+             f"{__version__}" + (f"; <a href='{asv_link}'>ASV graphs per benchmark</a>"
+                                 if asv_link else "") + "</p>",
+             "<h2 id='changes'>Latest change points</h2>", _changes_table(regressions),
+             "<h2 id='ladders'>Batched num_blocks ladder per config</h2>",
+             _ladder_table(frame, commits),
+             f"<h2 id='workloads'>Per workload at {html.escape(case_label(focus))}</h2>"]
+    for bench, title in WORKLOAD_FIGURES:
+        rows = _focus_rows(frame, bench, focus)
+        parts.append(_line_plot(title, commits, _by(rows, "param:workload"), title))
+    parts.append("<h2 id='compiles'>Compile counts per commit (summed over configs)</h2>")
+    for bench, title in COMPILE_FIGURES:
+        rows = frame[(frame["benchmark"] == bench) & (frame["status"] == "ok")]
+        series = {f"{m}/{e}": _sum_by_commit(g) for (m, e), g in
+                  rows.groupby(["machine", "env_name"])}
+        parts.append(_line_plot(title, commits, series, "count"))
+    parts.append("<h2 id='throughput'>Kernel time per probe and device</h2>")
+    rows = frame[(frame["benchmark"] == "kernel.Decode.time_layer") & (frame["status"] == "ok")]
+    for device, g in rows.groupby(rows["env_name"].str.rsplit("-", n=1).str[-1]):
+        series = {f"{p} ({m})": {c: v * 1e3 for c, v in s.items()}
+                  for (p, m), gg in g.groupby(["param:probe", "machine"])
+                  for s in [_sum_by_commit(gg)]}
+        parts.append(_line_plot(f"time per layer on {device} (ms)", commits, series, "ms"))
+    page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            "<title>spyre-bench report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
+    index = out_dir / "index.html"
+    index.write_text(page)
+    return index

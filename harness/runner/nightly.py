@@ -1,0 +1,111 @@
+"""Nightly runs: measure a branch's new commits, backfill older ones in steps, commit results.
+
+Resumable by construction: a commit counts as measured once its results file has an identity
+sidecar that says the run was not interrupted, so a killed run loses only the commit in flight,
+and the next run starts from what is on disk. Results are committed to git after every commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.runner.runner import Options, results_file
+from harness.store.history import load_identity
+from harness.subjects import gitrev
+
+
+@dataclass(frozen=True)
+class Plan:
+    new: list[str]
+    backfill: list[str]
+    measured: int
+    history: int
+
+    @property
+    def commits(self) -> list[str]:
+        return self.new + self.backfill
+
+
+def first_parent_history(repo: Path, branch: str) -> list[str]:
+    """The branch's first-parent history, oldest first."""
+    out = gitrev.git(repo, "rev-list", "--first-parent", "--reverse", branch, check=False)
+    if out.returncode:
+        raise HarnessError(f"--repo {repo}: no branch {branch!r} "
+                           f"({out.stderr.decode(errors='replace').strip()})")
+    return out.stdout.decode().split()
+
+
+def is_measured(options: Options, commit: str) -> bool:
+    path = results_file(options, commit)
+    identity = load_identity(path) if path.exists() else {}
+    return bool(identity) and not identity.get("interrupted", True)
+
+
+def plan(history: list[str], measured: set[str], max_new: int, backfill: int,
+         step: int) -> Plan:
+    """New commits after the newest measured one (oldest first, at most ``max_new``, the newest
+    kept), then up to ``backfill`` unmeasured older commits, every ``step``-th going back from the
+    oldest measured one."""
+    if step < 1 or max_new < 0 or backfill < 0:
+        raise HarnessError("--backfill-step must be >= 1; --max-new and --backfill >= 0")
+    done = [i for i, c in enumerate(history) if c in measured]
+    newest = done[-1] if done else -1
+    new = [c for c in history[newest + 1:] if c not in measured]
+    new = new[-max_new:] if max_new else []
+    oldest = done[0] if done else (len(history) - len(new))
+    older = [history[i] for i in range(oldest - step, -1, -step) if history[i] not in measured]
+    return Plan(new, older[:backfill], len(done), len(history))
+
+
+@contextlib.contextmanager
+def machine_lock(results_dir: Path, machine: str) -> Iterator[None]:
+    """One nightly per machine and results folder at a time."""
+    folder = results_dir / machine
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".nightly.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HarnessError(f"another nightly run holds {folder / '.nightly.lock'}") from None
+        yield
+
+
+def git_toplevel(path: Path) -> Path | None:
+    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"],
+                         capture_output=True, text=True)
+    return Path(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def commit_results(results_dir: Path, machine: str, message: str) -> str | None:
+    """Commit this machine's folder in the git repository holding ``results_dir``."""
+    top = git_toplevel(results_dir)
+    if top is None:
+        return None
+    folder = (results_dir / machine).resolve()
+    git = ["git", "-C", str(top), "-c", "user.name=spyre-bench nightly",
+           "-c", "user.email=spyre-bench@localhost", "-c", "commit.gpgsign=false"]
+    subprocess.run(git + ["add", "--", str(folder)], check=True, capture_output=True)
+    staged = subprocess.run(git + ["diff", "--cached", "--quiet", "--", str(folder)])
+    if staged.returncode == 0:
+        return None
+    subprocess.run(git + ["commit", "-q", "-m", message, "--", str(folder)], check=True,
+                   capture_output=True)
+    return subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def push(results_dir: Path) -> None:
+    top = git_toplevel(results_dir)
+    if top is None:
+        raise HarnessError(f"--push: {results_dir} is not in a git repository")
+    # rebase onto what other machines pushed: their folders never overlap with ours
+    for cmd in (["pull", "--rebase", "--quiet"], ["push", "--quiet"]):
+        out = subprocess.run(["git", "-C", str(top), *cmd], capture_output=True, text=True)
+        if out.returncode:
+            raise HarnessError(f"git {' '.join(cmd)} in {top} failed: {out.stderr.strip()}")

@@ -1,0 +1,57 @@
+"""Open a page in headless Chromium (Debian's, driven by Playwright): what it rendered, what it
+logged, and a screenshot. Skips when no Chromium is installed, unless CI requires one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+#: Flags for a closed network: without them Chromium keeps trying Google's services.
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@dataclass
+class PageCheck:
+    console_errors: list[str]
+    plots: int
+    svg_paths: int
+    text: str
+    screenshot: Path
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe:
+        return exe
+    why = "no Chromium here (apt-get install chromium; .ci/run installs it)"
+    if os.environ.get("SPYRE_BENCH_REQUIRE_BROWSER"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def open_page(path: Path, screenshot: str | Path) -> PageCheck:
+    exe = chromium()
+    from playwright.sync_api import sync_playwright
+    screenshot = Path(screenshot)
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.resolve().as_uri())
+            page.wait_for_load_state("load")
+            check = PageCheck(errors, page.locator("figure.plot").count(),
+                              page.locator("figure.plot svg path").count(),
+                              page.inner_text("body"), screenshot)
+            page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+    return check
