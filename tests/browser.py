@@ -19,6 +19,7 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 class PageCheck:
     console_errors: list[str]
     plots: int
+    plot_titles: list[str]
     svg_paths: int
     text: str
     screenshot: Path
@@ -48,7 +49,9 @@ def open_page(path: Path, screenshot: str | Path) -> PageCheck:
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(path.resolve().as_uri())
             page.wait_for_load_state("load")
-            check = PageCheck(errors, page.locator("figure.plot").count(),
+            figures = page.locator("figure.plot")
+            check = PageCheck(errors, figures.count(),
+                              figures.evaluate_all("els => els.map(e => e.dataset.title)"),
                               page.locator("figure.plot svg path").count(),
                               page.inner_text("body"), screenshot)
             page.screenshot(path=str(screenshot), full_page=True)

@@ -79,7 +79,7 @@ def measured(history):
     assert len(first) == 1
     # second run: picks up where the first stopped
     done = cli(*nightly_args(repo, results), home=home)
-    assert "2 measured" not in done.stdout or True
+    assert "1 measured on spyre-0; now 0 new + 3 backfill" in done.stdout
     return repo, c, home, results, first, done
 
 
@@ -95,7 +95,9 @@ def test_a_killed_nightly_resumes_and_measures_every_commit_once(measured):
                          capture_output=True, text=True).stdout.splitlines()
     assert len(log) == 4 and all(s.startswith("results(spyre-0): ") for s in log)
     again = cli(*nightly_args(repo, results), "--dry-run", home=home)
-    assert "now 0 new + 0 backfill" in again.stdout          # nothing left within the plan
+    assert "4 measured on spyre-0; now 0 new + 2 backfill" in again.stdout
+    # the next backfill continues below c1, every 2nd commit: c0 = #810 as merged is skipped
+    assert f"would measure {repo.rev('810-topup')[:12]}" in again.stdout
 
 
 def test_change_points_name_exactly_the_planted_commits(measured):
@@ -141,6 +143,8 @@ def test_report_page_renders_in_headless_chromium(measured, tmp_path):
     from tests.browser import open_page
     page = open_page(site / "index.html", os.path.join(ARTIFACTS, "report.png"))
     assert page.console_errors == []
-    assert page.plots >= 4 and page.svg_paths > 0
+    # the history measured two series: iterations per layer, and the kernel time
+    assert page.plot_titles == ["kernel loop iterations per layer", "time per layer on cpu (ms)"]
+    assert page.svg_paths > 0 and "not measured in this history" in page.text
     assert "Latest change points" in page.text and c[5][:12] in page.text
     assert page.screenshot.stat().st_size > 10_000

@@ -47,6 +47,8 @@ def _svg(fig) -> str:
 
 def _line_plot(title: str, commits: list[Commit], series: dict[str, dict[str, float]],
                ylabel: str) -> str:
+    if not any(series.values()):
+        return f"<p class='nodata'>{html.escape(title)}: not measured in this history.</p>"
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -137,6 +139,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+table.ladders th, table.ladders td { white-space: nowrap; } p.nodata { color: #888; }
 td.changed { background: #fff3b0; font-weight: bold; }
 figure.plot { margin: 0.5em 0; } figure.plot svg { max-width: 100%; height: auto; }
 p.ok { color: #2e7d32; } .meta { color: #666; font-size: 0.8em; }

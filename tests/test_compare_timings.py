@@ -1,0 +1,65 @@
+"""Timing verdicts on real kernels: an A/A comparison never cries wolf, a 2x slowdown is caught.
+
+Both sides are the fixture repository's own decode kernels, timed interleaved on this machine by
+``spyre-bench compare --timings``; the slowdown is planted in a commit (every block visited twice:
+the same output, twice the work).
+"""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness.analyze.stats import judge
+from tests.fixtures.spyre_repo import plant_slowdown
+
+ARGS = ["--block-size", "64", "--max-model-len", "512", "--workload", "bimodal", "--timings",
+        "--json", "-"]
+
+
+def compare(base, head, *extra):
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", "--base", base, "--head",
+                           head, *ARGS, *extra], capture_output=True, text=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def verdicts(data) -> dict[str, str]:
+    return {t["params"]["probe"]: t["verdict"]["kind"] for t in data["timings"]}
+
+
+def test_a_a_comparison_reports_no_timing_change(spyre_repo):
+    spec = spyre_repo.spec("810-clamp")
+    code, data = compare(spec, spec)
+    kinds = verdicts(data)
+    assert set(kinds) == {"small-4x8", "small-4x8-per-seq", "notes-4x16", "review-4x3-kv-above"}
+    assert not {"regression", "improvement"} & set(kinds.values()), data["timings"]
+    assert code == 0 and data["exact_changed"] == []
+
+
+def test_planted_2x_slowdown_is_a_regression(spyre_repo):
+    slow = plant_slowdown(spyre_repo, "810-clamp")
+    code, data = compare(spyre_repo.spec("810-clamp"), spyre_repo.spec(slow))
+    kinds = verdicts(data)
+    batched = ("small-4x8", "notes-4x16", "review-4x3-kv-above")
+    assert all(kinds[p] == "regression" for p in batched), data["timings"]
+    assert kinds["small-4x8-per-seq"] not in ("regression", "improvement")  # kernel unchanged
+    ratios = [t["verdict"]["ratio"] for t in data["timings"] if t["params"]["probe"] in batched]
+    assert all(1.6 < r < 2.6 for r in ratios), ratios
+    assert code == 1 and data["exact_changed"] == []          # a pure timing change
+
+
+@pytest.mark.parametrize("scale,expected", [(1.0, {"no change"}), (1.6, {"regression"}),
+                                            (0.5, {"improvement"})])
+def test_judge_on_synthetic_noise(scale, expected):
+    rng = np.random.default_rng(7)
+    base = rng.lognormal(0, 0.08, 20)
+    assert judge(base, rng.lognormal(0, 0.08, 20) * scale).kind in expected
+
+
+def test_judge_says_what_would_settle_an_inconclusive_result():
+    v = judge([1.0, 1.5, 0.8, 1.3, 0.9], [1.6, 1.1, 2.0, 1.2, 1.9])
+    assert v.kind == "inconclusive" and "more samples" in v.advice and "quieter" in v.advice
+    assert judge([1.0], [2.0]).kind == "inconclusive"
