@@ -52,8 +52,8 @@ def actionlint(*args, cwd=ROOT):
 ALL = sorted(p.name for p in WORKFLOWS.glob("*.yml"))
 
 
-def test_the_three_workflows_exist():
-    assert ALL == ["pr-bench.yml", "pr-comment.yml", "spyre-bench-command.yml"]
+def test_the_workflows_exist():
+    assert ALL == ["nightly.yml", "pr-bench.yml", "pr-comment.yml", "spyre-bench-command.yml"]
 
 
 def test_actionlint_and_shellcheck_find_nothing():
@@ -244,3 +244,23 @@ def test_pr_bench_packages_a_fallback_comment_and_the_pr_number(tmp_path):
     out = tmp_path / "out"
     assert (out / "pr-number").read_text() == "810\n" and (out / "head-sha").read_text() == "c" * 40 + "\n"
     assert "report: https://github.com/o/r/actions/runs/5" in (out / "comment.md").read_text()
+
+
+def test_nightly_measures_read_only_and_writes_only_from_jobs_that_run_no_measured_code():
+    wf = load("nightly.yml")
+    assert {"schedule", "workflow_dispatch"} == set(triggers(wf))
+    jobs = wf["jobs"]
+    measure = jobs["measure"]
+    assert "self-hosted" in measure["runs-on"] and measure["permissions"] == {"contents": "read"}
+    assert measure["strategy"]["matrix"]["machine"], "the fleet is a matrix of machines"
+    nightly_cmd = next(s["run"] for s in measure["steps"] if "run" in s)
+    assert "spyre-bench nightly" in nightly_cmd and "--no-commit" in nightly_cmd
+    for name in ("record", "publish"):
+        job = jobs[name]
+        assert writes(job, wf) and "self-hosted" not in str(job["runs-on"])
+        repos = [c.get("repository") for c in checkouts(job)]
+        assert repos and all(r == BENCH_REPO for r in repos), name   # never spyre-inference
+        assert not any("pip install" in s.get("run", "") for s in job["steps"]), name
+    assert not writes(jobs["report"], wf)
+    # every job is off until the repository opts in
+    assert all("vars.SPYRE_BENCH_NIGHTLY" in job["if"] for job in jobs.values())
