@@ -11,8 +11,8 @@ import pytest
 
 from harness.store.history import load_history, load_identity
 
-BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct"
-         r"|Workload\.track_iterations_per_layer_mean)\(")
+BENCH = (r"^(exact\.(Config\.track_batched_num_blocks_distinct"
+         r"|Workload\.track_iterations_per_layer_mean)\(|kernel\.Decode\.time_layer\('small-4x8'\))")
 
 
 def run_cli(*args, home, check=True, **kwargs):
@@ -56,6 +56,21 @@ def test_exact_values_per_commit_match_the_model(measured):
     probe = dict(block_size=64, max_model_len=2048, max_num_seqs=32, overrides="kv-above-limit",
                  workload="four-3-block-decodes")
     assert [value(frame, c[n], it, **probe)["value"] for n in names[1:]] == [4, 128, 32]
+
+
+def test_timings_keep_their_raw_samples(measured):
+    repo, names, tmp, proc = measured
+    frame = load_history(tmp / "results")
+    timed = frame[(frame.benchmark == "kernel.Decode.time_layer") & (frame.status == "ok")]
+    assert set(timed["param:probe"]) == {"small-4x8"}      # the one probe --bench selected
+    assert set(timed.commit) == {repo.commits[n] for n in names[1:]}
+    for _, row in timed.iterrows():
+        assert row["unit"] == "seconds" and len(row["samples"]) >= 5
+        assert min(row["samples"]) <= row["value"] <= max(row["samples"])
+    skipped = frame[(frame.benchmark == "kernel.Decode.time_layer")
+                    & (frame.commit == repo.commits["no-bucketer"])
+                    & (frame["param:probe"] == "small-4x8")]
+    assert list(skipped.status) == ["skipped"]
 
 
 def test_a_missing_capability_is_a_skip_with_its_reason(measured):
@@ -120,5 +135,6 @@ def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     frame = load_history(results)
-    kept = frame[frame.commit == spyre_repo.commits["pre-810"]]
+    kept = frame[(frame.commit == spyre_repo.commits["pre-810"])
+                 & frame.benchmark.str.startswith("exact.")]
     assert len(kept) and set(kept.status) == {"ok"}
