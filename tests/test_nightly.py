@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from harness.store.history import load_history, load_identity
+from harness.store.history import load_identity
 from tests.fixtures.spyre_repo import BUCKETER, plant_slowdown
 
 BENCH = (r"^(exact\.Workload\.track_iterations_per_layer_mean\(.*'uniform-short'\)"

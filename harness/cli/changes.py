@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import warnings
 from pathlib import Path
 
 
@@ -40,12 +38,9 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str,
     from harness.analyze.changepoints import detect, group, thresholds_from
     from harness.runner.asv_config import load_project_config
     from harness.runner.nightly import first_parent_history
-    from harness.store.history import HistoryWarning, load_history
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", HistoryWarning)
-        frame = load_history(results_dir)
-    for w in caught:
-        print(f"spyre-bench: warning: {w.message}", file=sys.stderr)
+    from harness.cli.history import warn
+    from harness.store.history import load_history_quietly
+    frame = load_history_quietly(results_dir, warn)
     if machine:
         frame = frame[frame["machine"] == machine]
     order = first_parent_history(repo, branch) if repo else None

@@ -80,14 +80,11 @@ def body_source(args) -> str:
     if args.body_file is not None:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
-        import warnings
-
         from harness.analyze.compare import compare_stored
+        from harness.cli.history import warn
         from harness.report.markdown import render
-        from harness.store.history import HistoryWarning, load_history
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", HistoryWarning)
-            frame = load_history(args.results_dir)
+        from harness.store.history import load_history_quietly
+        frame = load_history_quietly(args.results_dir, warn)
         return render(compare_stored(frame, *args.commits, machine=args.machine), key=args.key)
     if args.commits:
         raise HarnessError(f"expected two commits (BASE HEAD), got {len(args.commits)}")

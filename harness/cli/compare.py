@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from pathlib import Path
 
 from harness.cli import options
@@ -97,12 +96,9 @@ def comparison_from_args(args):
     if args.commits:
         if len(args.commits) != 2:
             raise ConfigError(f"expected two commits (BASE HEAD), got {len(args.commits)}")
-        from harness.store.history import HistoryWarning, load_history
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", HistoryWarning)
-            frame = load_history(args.results_dir)
-        for w in caught:
-            print(f"spyre-bench: warning: {w.message}", file=sys.stderr)
+        from harness.cli.history import warn
+        from harness.store.history import load_history_quietly
+        frame = load_history_quietly(args.results_dir, warn)
         return compare.compare_stored(frame, *args.commits, machine=args.machine,
                                       env_name=args.env_name,
                                       allow_cross_machine=args.allow_cross_machine,

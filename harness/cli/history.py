@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 
 from harness.report.tables import console, table
@@ -27,14 +26,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.store.history import HistoryWarning, export, load_history  # pandas: not at import
+    from harness.store.history import export, load_history_quietly  # pandas: not at import
     out = console()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", HistoryWarning)
-        frame = load_history(args.results_dir)
-    for w in caught:
-        if issubclass(w.category, HistoryWarning):
-            print(f"spyre-bench: warning: {w.message}", file=sys.stderr)
+    frame = load_history_quietly(args.results_dir, warn)
     if args.export:
         export(frame, args.export)
         out.print(f"wrote {len(frame)} rows to {args.export}")
@@ -52,3 +46,8 @@ def run(args) -> int:
                     ["machine", "env", "commit", "commit date", "subject", "ok", "skipped",
                      "failed"], rows))
     return 0
+
+
+def warn(message: str) -> None:
+    """How commands report a results file they had to skip."""
+    print(f"spyre-bench: warning: {message}", file=sys.stderr)

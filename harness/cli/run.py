@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -142,10 +141,8 @@ def _progress(out):
 
 
 def _summary(out, reports, results_dir: Path) -> None:
-    from harness.store.history import HistoryWarning, load_history
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", HistoryWarning)
-        frame = load_history(results_dir) if results_dir.exists() else None
+    from harness.store.history import load_history_quietly
+    frame = load_history_quietly(results_dir) if results_dir.exists() else None
     rows = []
     for r in reports:
         sub = frame[frame["commit"] == r.target.commit] if frame is not None else None
@@ -159,10 +156,8 @@ def _summary(out, reports, results_dir: Path) -> None:
 def _compare(out, results_dir: Path, base: str, head: str, machine: str) -> None:
     from harness.analyze.compare import compare_stored
     from harness.report.comparison import render_terminal
-    from harness.store.history import HistoryWarning, load_history
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", HistoryWarning)
-        frame = load_history(results_dir)
+    from harness.store.history import load_history_quietly
+    frame = load_history_quietly(results_dir)
     comparison = compare_stored(frame, base, head, machine=machine)
     out.rule("comparison: first target (base) vs last (head)")
     render_terminal(comparison, out)

@@ -16,7 +16,7 @@ from harness.analyze.compare import Comparison, ExactChange, case_label
 from harness.metrics import METRICS, format_value
 from harness.publish.body import GITHUB_BODY_LIMIT, fit_body, marker
 from harness.report.comparison import (
-    change_text, ladder_groups, ladder_text, metric_summaries, verdict,
+    change_text, ladder_groups, ladder_text, verdict,
 )
 from harness.report.markdown_escape import code, escape
 
@@ -150,7 +150,7 @@ def _all_exact(c: Comparison, cap: int = 150) -> list[str]:
         return []
     rows = [[escape(METRICS[e.metric].label if e.metric in METRICS else e.metric),
              escape(case_label(e.params)), change_text(e), e.direction] for e in c.exact[:cap]]
-    more = [f"", f"… and {len(c.exact) - cap} more: see the full report (`--json`) in the run's "
+    more = ["", f"… and {len(c.exact) - cap} more: see the full report (`--json`) in the run's "
             "artifacts."] if len(c.exact) > cap else []
     return _details(f"changed exact figures: {len(c.exact)} of {c.exact_compared}",
                     _table(["figure", "at", "base → head", ""], rows) + more)
@@ -168,8 +168,8 @@ def render(c: Comparison, harness_commit: str | None = None, key: str = "pr-comm
                           [f"- {escape(what)}: {escape(why)}" for what, why in c.skipped])
     lines += ["---", f"<sub>spyre-bench {__version__}"
               + (f" ({code(harness_commit[:12])})" if harness_commit else "")
-              + f" · every figure is lower-is-better · exact figures are deterministic and "
-                f"compared exactly</sub>", ""]
+              + " · every figure is lower-is-better · exact figures are deterministic and "
+                "compared exactly</sub>", ""]
     pointer = artifact_hint or ("The comment was cut to fit GitHub's size limit; the full "
                                 "report is in the run's artifacts.")
     return fit_body("\n".join(lines), limit=limit, pointer_text=pointer)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
 from harness.runner.runner import Options, Target, run_targets
-from harness.store.history import HistoryWarning, load_history
+from harness.store.history import load_history_quietly
 from harness.subjects import gitrev
 
 
@@ -39,9 +38,7 @@ def series_regex(benchmark: str, params: dict, param_names: list[str]) -> str:
 
 
 def _value(options: Options, commit: str, benchmark: str, params: dict) -> tuple[float, bool]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", HistoryWarning)
-        frame = load_history(options.results_dir)
+    frame = load_history_quietly(options.results_dir)
     rows = frame[(frame.commit == commit) & (frame.benchmark == benchmark)
                  & (frame.machine == options.machine)]
     rows = rows[[p == params for p in rows["params"]]]

@@ -171,8 +171,9 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
                suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
         try:
             for i, (bench, label) in enumerate(groups):
-                on_percent = (lambda p, i=i: progress(target, label, (i + p / 100) / len(groups))
-                              ) if progress else (lambda p: None)
+                def on_percent(p, i=i, label=label):
+                    if progress:
+                        progress(target, label, (i + p / 100) / len(groups))
                 on_percent(0)
                 log.write(f"$ {' '.join(_asv_command(config, target.commit, options, bench))}\n")
                 log.flush()

@@ -174,6 +174,17 @@ def load_history(results_dir: str | Path) -> pd.DataFrame:
     return frame
 
 
+def load_history_quietly(results_dir: str | Path, report=None) -> pd.DataFrame:
+    """load_history, with each HistoryWarning passed to ``report(message)`` (or dropped)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", HistoryWarning)
+        frame = load_history(results_dir)
+    for w in caught:
+        if report and issubclass(w.category, HistoryWarning):
+            report(str(w.message))
+    return frame
+
+
 def _machine_name(machine_dir: Path) -> str | None:
     path = machine_dir / "machine.json"
     try:
