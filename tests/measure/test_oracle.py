@@ -51,47 +51,39 @@ def test_out_argument_is_written_in_place():
 
 # -- deliberately wrong kernels ----------------------------------------------------------------
 
-def cap_after_mask(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block, scale,
-                   num_seqs, num_blocks, num_kv_heads, num_queries_per_kv, block_size,
-                   head_size, logits_soft_cap=0.0, out=None):
-    """Generation A with the soft cap applied after the mask: masked keys become -cap."""
-    q = query.index_select(0, query_row_ids).view(
-        num_seqs, num_kv_heads, num_queries_per_kv, head_size).to(ACC)
-    state = _initial_state((num_seqs, num_kv_heads, num_queries_per_kv), head_size, query.device)
-    for b in range(num_blocks):
-        pages = block_ids[b, :num_seqs]
-        k = k_pages.index_select(0, pages).to(ACC).permute(0, 2, 3, 1)
-        v = v_pages.index_select(0, pages).to(ACC).permute(0, 2, 1, 3)
-        mask = mask_by_block[b].view(num_seqs, num_kv_heads, 1, block_size).to(ACC)
-        scores = torch.matmul(q, k) * scale + mask
-        scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
-        m, s, o = state
-        new_m = torch.maximum(m, scores.amax(-1, keepdim=True))
-        p = torch.exp(scores - new_m)
-        a = torch.exp(m - new_m)
-        state = (new_m, s * a + p.sum(-1, keepdim=True), o * a + torch.matmul(p, v))
-    return _finish(state, query, num_seqs, num_kv_heads * num_queries_per_kv, head_size, out)
+def _buggy_per_block(bug: str):
+    """Generation A with one classic online-softmax bug planted.
+
+    ``cap-after-mask``: the soft cap squashes the mask too, so masked keys get -cap, not -inf;
+    ``no-rescale``: the running output is not rescaled when the running max moves.
+    """
+    def kernel(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block, scale,
+               num_seqs, num_blocks, num_kv_heads, num_queries_per_kv, block_size, head_size,
+               logits_soft_cap=0.0, out=None):
+        q = query.index_select(0, query_row_ids).view(
+            num_seqs, num_kv_heads, num_queries_per_kv, head_size).to(ACC)
+        state = _initial_state((num_seqs, num_kv_heads, num_queries_per_kv), head_size,
+                               query.device)
+        for b in range(num_blocks):
+            pages = block_ids[b, :num_seqs]
+            k = k_pages.index_select(0, pages).to(ACC).permute(0, 2, 3, 1)
+            v = v_pages.index_select(0, pages).to(ACC).permute(0, 2, 1, 3)
+            mask = mask_by_block[b].view(num_seqs, num_kv_heads, 1, block_size).to(ACC)
+            scores = torch.matmul(q, k) * scale + mask
+            if bug == "cap-after-mask":
+                scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
+            m, s, o = state
+            new_m = torch.maximum(m, scores.amax(-1, keepdim=True))
+            p = torch.exp(scores - new_m)
+            a = torch.exp(m - new_m)
+            kept = o if bug == "no-rescale" else o * a
+            state = (new_m, s * a + p.sum(-1, keepdim=True), kept + torch.matmul(p, v))
+        return _finish(state, query, num_seqs, num_kv_heads * num_queries_per_kv, head_size, out)
+    return kernel
 
 
-def dropped_rescale(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block, scale,
-                    num_seqs, num_blocks, num_kv_heads, num_queries_per_kv, block_size,
-                    head_size, logits_soft_cap=0.0, out=None):
-    """Generation A that forgets to rescale the running output when the max moves."""
-    q = query.index_select(0, query_row_ids).view(
-        num_seqs, num_kv_heads, num_queries_per_kv, head_size).to(ACC)
-    state = _initial_state((num_seqs, num_kv_heads, num_queries_per_kv), head_size, query.device)
-    for b in range(num_blocks):
-        pages = block_ids[b, :num_seqs]
-        k = k_pages.index_select(0, pages).to(ACC).permute(0, 2, 3, 1)
-        v = v_pages.index_select(0, pages).to(ACC).permute(0, 2, 1, 3)
-        mask = mask_by_block[b].view(num_seqs, num_kv_heads, 1, block_size).to(ACC)
-        scores = torch.matmul(q, k) * scale + mask
-        m, s, o = state
-        new_m = torch.maximum(m, scores.amax(-1, keepdim=True))
-        p = torch.exp(scores - new_m)
-        a = torch.exp(m - new_m)
-        state = (new_m, s * a + p.sum(-1, keepdim=True), o + torch.matmul(p, v))  # no "* a"
-    return _finish(state, query, num_seqs, num_kv_heads * num_queries_per_kv, head_size, out)
+cap_after_mask = _buggy_per_block("cap-after-mask")
+dropped_rescale = _buggy_per_block("no-rescale")
 
 
 def ignores_row_ids(query, query_row_ids, *args, **kwargs):
