@@ -102,7 +102,7 @@ def test_pull_request_workflow_is_read_only_and_uploads_the_comment():
     assert all("permissions" not in job for job in wf["jobs"].values())
     [job] = wf["jobs"].values()
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    assert "spyre-bench\" compare" in runs and "--tier quick --markdown out/comment.md" in runs
+    assert "spyre-bench\" compare" in runs and "--tier quick --timings --markdown out/comment.md" in runs
     [upload] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert upload["with"]["name"] == "spyre-bench-comment" and upload["with"]["path"] == "out/"
 
