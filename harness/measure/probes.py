@@ -66,6 +66,7 @@ class Prepared:
     """A probe's calls for one subject, already checked against the oracle once."""
 
     probe: Probe
+    bucketing: object
     calls: StepCalls
     kernel: object
     generation: str
@@ -95,6 +96,6 @@ def prepare(probe: Probe, subject: Subject, device) -> Prepared:
     check_generation(generation, bucketing)
     step = parse_step(probe.step, probe.name)
     ws = Workspace.for_steps(config, [step], device.torch_device)
-    prepared = Prepared(probe, ws.step(bucketing, step), kernel, generation, device)
+    prepared = Prepared(probe, bucketing, ws.step(bucketing, step), kernel, generation, device)
     prepared.check()
     return prepared

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from harness.config import EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
-from harness.ladders import Ladder, ceil_div, powers_of_two
+from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
@@ -300,7 +300,7 @@ class SpyreInferenceSubject(Subject):
         kv = _ladder(self._attr(b, "kv_buckets", "_kv_buckets"))
         query = _ladder(self._attr(b, "query_buckets", "_query_buckets"))
         blocks = self._attr(b, "num_blocks_buckets", "_num_blocks_buckets", required=False)
-        num_blocks = _ladder(blocks) if blocks is not None else _blocks(kv, bs)
+        num_blocks = _ladder(blocks) if blocks is not None else blocks_ladder(kv, bs)
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, self.spec) for r in b.variants())
         if "num_seqs_axis" in caps:
             num_seqs = _ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
@@ -393,10 +393,6 @@ def _clear_env_cache() -> None:
 
 def _ladder(values) -> Ladder:
     return tuple(int(v) for v in values)
-
-
-def _blocks(kv: Ladder, bs: int) -> Ladder:
-    return tuple(sorted({ceil_div(v, bs) for v in kv}))
 
 
 def _distinct(pairs) -> tuple[tuple[int, int], ...]:

@@ -10,7 +10,7 @@ tensor, K/V bytes walked, compile keys and the graphs they compiled.
 
 from __future__ import annotations
 
-import dataclasses
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -18,57 +18,51 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from harness.config import EngineConfig, Overrides
 from harness.measure.compiles import cold_compile_cache
 from harness.measure.device import select
-from harness.measure.inputs import Workspace
 from harness.measure.kernels import attend_sequence
 from harness.measure.oracle import check_step
+from harness.measure.probes import KV_ABOVE, NOTES, REVIEW, SMALL, Probe, prepare
 from harness.model.cost import step_cost
 from harness.subjects import resolve_subject
 from harness.workloads import parse_step
 
-from harness.measure.probes import KV_ABOVE, NOTES, ON, REVIEW, SMALL  # noqa: E402
-
 
 @dataclass(frozen=True)
 class Bucket:
+    """A probe run on one reference policy's kernel and bucketing."""
+
     name: str
-    config: dict
-    step: str
+    probe: Probe
     policy: str
-    per_sequence: bool = False  # force the per-sequence path for the same batch
-    env: dict = dataclasses.field(default_factory=lambda: dict(ON))
 
 
+_4X8 = Probe("4x8", SMALL, "512,512,512,512")
+_4X16 = Probe("4x16", NOTES, "2048,2048,2048,2048")
+_3BLK = Probe("3blk", REVIEW, "150,150,150,150", env=KV_ABOVE)
 QUICK = [
-    Bucket("A-4x8", SMALL, "512,512,512,512", "post-810-clamp"),
-    Bucket("B-4x8", SMALL, "512,512,512,512", "chunked"),
-    Bucket("per-seq-4x8", SMALL, "512,512,512,512", "post-810-clamp", per_sequence=True),
+    Bucket("A-4x8", _4X8, "post-810-clamp"),
+    Bucket("B-4x8", _4X8, "chunked"),
+    Bucket("per-seq-4x8", Probe("4x8", SMALL, _4X8.step, per_sequence=True), "post-810-clamp"),
 ]
 FULL = [
-    Bucket("notes-A-4x16", NOTES, "2048,2048,2048,2048", "post-810-clamp"),
-    Bucket("notes-B-4x16", NOTES, "2048,2048,2048,2048", "chunked"),
-    Bucket("notes-per-seq-4x16", NOTES, "2048,2048,2048,2048", "post-810-clamp",
-           per_sequence=True),
-    Bucket("review-pre810-3blk", REVIEW, "150,150,150,150", "pre-810", env=KV_ABOVE),
-    Bucket("review-topup-3blk", REVIEW, "150,150,150,150", "post-810-topup", env=KV_ABOVE),
-    Bucket("review-clamp-3blk", REVIEW, "150,150,150,150", "post-810-clamp", env=KV_ABOVE),
+    Bucket("notes-A-4x16", _4X16, "post-810-clamp"),
+    Bucket("notes-B-4x16", _4X16, "chunked"),
+    Bucket("notes-per-seq-4x16", Probe("4x16", NOTES, _4X16.step, per_sequence=True),
+           "post-810-clamp"),
+    Bucket("review-pre810-3blk", _3BLK, "pre-810"),
+    Bucket("review-topup-3blk", _3BLK, "post-810-topup"),
+    Bucket("review-clamp-3blk", _3BLK, "post-810-clamp"),
 ]
 PARAMS = [pytest.param(b, id=b.name) for b in QUICK] + [
     pytest.param(b, id=b.name, marks=pytest.mark.kernel_full) for b in FULL]
 
 
 def _prepare(bucket: Bucket, device):
-    config = EngineConfig(**bucket.config)
-    subject = resolve_subject(f"reference:{bucket.policy}")
-    bucketing = subject.bucketing(config, Overrides.from_env(bucket.env))
-    if bucket.per_sequence:
-        bucketing = dataclasses.replace(bucketing, batched_enabled=False)
-    kernel, generation = subject.decode_kernel()
-    step = parse_step(bucket.step)
-    ws = Workspace.for_steps(config, [step], device.torch_device)
-    return config, bucketing, kernel, step, ws.step(bucketing, step)
+    """The probe's calls on the policy's kernel, checked against the oracle once."""
+    p = prepare(bucket.probe, resolve_subject(f"reference:{bucket.policy}"), device)
+    return (bucket.probe.engine_config(), p.bucketing, p.kernel, parse_step(bucket.probe.step),
+            p.calls)
 
 
 def _count_graphs(calls, kernel, backend="eager"):
@@ -117,7 +111,6 @@ def test_kernel_bucket_inductor(benchmark, bucket):
     device = select("auto")
     config, bucketing, kernel, step, calls = _prepare(bucket, device)
     with cold_compile_cache():
-        import time
         t0 = time.perf_counter()
         graphs, fns, outputs = _count_graphs(calls, kernel, backend="inductor")
         device.synchronize()
