@@ -7,6 +7,7 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 from harness import suite
 from harness.evaluate import config_figures, workload_figures
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
+from harness.registry import describe
 from harness.workloads import MIXES, specs
 
 _CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
@@ -28,18 +29,15 @@ def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
     return figures
 
 
-def _track(name: str, unit: str):
+def _track(cls: str, name: str):
     def track(self, *params):
         return self.figures[name]
-    track.unit = unit
-    track.version = "1"
-    return track
+    return describe(track, f"exact.{cls}.track_{name}")
 
 
 class Config:
     """Per config: ladder sizes, warmup variants, reachable, unrecorded and dead compile keys."""
 
-    version = "1"
     params = _CONFIG_PARAMS
     param_names = _CONFIG_NAMES
     timeout = 300
@@ -58,7 +56,6 @@ class Config:
 class Workload:
     """Per config and batch mix: iterations, padding, host-to-device bytes, compile keys."""
 
-    version = "1"
     params = _CONFIG_PARAMS + [list(MIXES)]
     param_names = _CONFIG_NAMES + ["workload"]
     timeout = 300
@@ -81,4 +78,5 @@ class Workload:
 for _cls, _metrics in ((Config, CONFIG_METRICS), (Workload, WORKLOAD_METRICS)):
     for _name, _metric in _metrics.items():
         if _metric.tracked:
-            setattr(_cls, f"track_{_name}", _track(_name, _metric.unit))
+            setattr(_cls, f"track_{_name}", _track(_cls.__name__, _name))
+del _cls, _metrics, _name, _metric

@@ -14,6 +14,7 @@ from harness.errors import HarnessError
 from harness.measure import probes
 from harness.measure.device import select
 from harness.measure.oracle import KernelMismatch
+from harness.registry import describe
 
 _PROBES = {p.name: p for p in probes.TIERS[suite.tier_name()]}
 _DEVICE = None
@@ -31,7 +32,6 @@ def _device():
 class Decode:
     """One layer of decode attention for a fixed batch, on the bucket the subject picks."""
 
-    version = "1"
     params = [list(_PROBES)]
     param_names = ["probe"]
     timeout = 300
@@ -51,12 +51,12 @@ class Decode:
 
     def time_layer(self, probe):
         self.prepared.run_layer()
+    describe(time_layer, "kernel.Decode.time_layer")
 
 
 class Compile:
     """Graphs compiled for a workload (eager backend: counting, not compiling, is the point)."""
 
-    version = "1"
     timeout = 600
     params = ([["four-3-block-decodes"], ["batched"]] if suite.tier_name() == "quick" else
               [["four-3-block-decodes", "uniform-short"], ["batched", "kv-above-limit"]])
@@ -99,28 +99,27 @@ class Compile:
 
     def track_graphs(self, table, workload, overrides):
         return self.figures["graphs"]
-    track_graphs.unit = "graphs"
+    describe(track_graphs, "kernel.Compile.track_graphs")
 
     def track_late_compiles(self, table, workload, overrides):
         return self.figures["late_compiles"]
-    track_late_compiles.unit = "graphs"
+    describe(track_late_compiles, "kernel.Compile.track_late_compiles")
 
     def track_graphs_over_model(self, table, workload, overrides):
         """Measured graphs minus the model's distinct keys: 0 unless the model is wrong."""
         return self.figures["graphs_over_model"]
-    track_graphs_over_model.unit = "graphs"
+    describe(track_graphs_over_model, "kernel.Compile.track_graphs_over_model")
 
     def track_eager_fallbacks(self, table, workload, overrides):
         """Keys past Dynamo's default recompile limit (8) that silently ran eagerly."""
         return self.figures["eager_fallbacks_at_default_limit"]
-    track_eager_fallbacks.unit = "keys"
+    describe(track_eager_fallbacks, "kernel.Compile.track_eager_fallbacks")
 
 
 if suite.tier_name() == "full":
     class CompileTime:
         """Seconds to compile a probe's kernels with the real compiler, from a cold cache."""
 
-        version = "1"
         timeout = 900
         params = [["notes-4x16", "review-4x3-kv-above"]]
         param_names = ["probe"]
@@ -142,4 +141,4 @@ if suite.tier_name() == "full":
 
         def track_compile_seconds(self, probe):
             return self.seconds
-        track_compile_seconds.unit = "seconds"
+        describe(track_compile_seconds, "kernel.CompileTime.track_compile_seconds")

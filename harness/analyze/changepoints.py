@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from asv import step_detect
 
 from harness.analyze.compare import case_label
-from harness.metrics import METRICS, format_value
+from harness.metrics import format_value
+from harness.registry import is_exact, lookup
 
 DEFAULT_TIMING_THRESHOLD = 0.5
 
@@ -47,13 +48,13 @@ class ChangePoint:
         return self.after / self.before if self.before else math.inf
 
     def change_text(self) -> str:
-        unit = METRICS[self.metric].unit if self.metric in METRICS else self.unit
-        return (f"{format_value(self.before, unit)} → {format_value(self.after, unit)}"
+        return (f"{format_value(self.before, self.unit)} → {format_value(self.after, self.unit)}"
                 + (f" ({self.ratio:.2f}×)" if self.before else ""))
 
     @property
     def metric(self) -> str:
-        return self.benchmark.rsplit(".track_", 1)[-1]
+        found = lookup(self.benchmark)
+        return found.figure if found is not None else self.benchmark
 
 
 @dataclass
@@ -93,11 +94,6 @@ def threshold_for(benchmark: str, thresholds) -> float:
     return max(matched) if matched else DEFAULT_TIMING_THRESHOLD
 
 
-def is_exact(benchmark: str, unit: str, kind: str) -> bool:
-    """Deterministic figures: every exact.* benchmark and the graph counts; never timings."""
-    return kind != "time" and unit != "seconds"
-
-
 def detect(frame, order: list[str] | None = None, thresholds=()) -> list[ChangePoint]:
     """Change points of every series in a history frame (harness.store.history)."""
     ok = frame[frame["status"] == "ok"]
@@ -115,7 +111,7 @@ def detect(frame, order: list[str] | None = None, thresholds=()) -> list[ChangeP
         if len(values) < 2:
             continue
         first = rows.iloc[0]
-        exact = is_exact(bench, first["unit"], first["type"])
+        exact = is_exact(bench)
         common = dict(machine=machine, env_name=env, benchmark=bench, params=first["params"],
                       unit=first["unit"], exact=exact)
         if exact:

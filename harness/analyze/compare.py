@@ -16,7 +16,8 @@ from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
 from harness.errors import HarnessError
 from harness.evaluate import config_figures, workload_figures
 from harness.matrix import Case
-from harness.metrics import CONFIG_METRICS, METRICS, WORKLOAD_METRICS
+from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
+from harness.registry import is_exact, is_timed, lookup, unit_of
 from harness.store.history import load_identity
 from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
@@ -43,7 +44,7 @@ class ExactChange:
 
     @property
     def unit(self) -> str:
-        return METRICS[self.metric].unit if self.metric in METRICS else ""
+        return unit_of(self.metric)
 
     @property
     def direction(self) -> str:
@@ -246,13 +247,13 @@ def _key(row) -> tuple:
 
 
 def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
-    exact = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].str.startswith(  # noqa
-        "exact.")].iterrows()}
+    exact = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].map(  # noqa: E731
+        is_exact)].iterrows()}
     b, h = exact(b_rows), exact(h_rows)
     for key in sorted(set(b) | set(h)):
         rb, rh = b.get(key), h.get(key)
         row = rb if rb is not None else rh
-        params, metric = row["params"], row["benchmark"].rsplit(".track_", 1)[-1]
+        params, metric = row["params"], lookup(row["benchmark"]).figure
         statuses = (rb["status"] if rb is not None else "absent",
                     rh["status"] if rh is not None else "absent")
         if statuses != ("ok", "ok"):
@@ -279,7 +280,7 @@ def _compare_stored_ladders(comparison: Comparison, b_rows, h_rows) -> None:
 
 
 def _paired_timings(b_rows, h_rows) -> list:
-    timed = lambda rows: {_key(r): r for _, r in rows[(rows["type"] == "time")  # noqa: E731
+    timed = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].map(is_timed)  # noqa: E731
                                                       & (rows["status"] == "ok")].iterrows()}
     b, h = timed(b_rows), timed(h_rows)
     out = []

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
+from harness.registry import is_exact
 from harness.runner.runner import Options, Target, run_targets
 from harness.store.history import load_history_quietly
 from harness.subjects import gitrev
@@ -45,7 +46,7 @@ def _value(options: Options, commit: str, benchmark: str, params: dict) -> tuple
     if rows.empty or rows.iloc[0]["status"] != "ok":
         raise HarnessError(f"no measured value of {benchmark} {params} at {commit[:12]}")
     row = rows.iloc[0]
-    return float(row["value"]), row["type"] != "time" and row["unit"] != "seconds"
+    return float(row["value"]), is_exact(benchmark)
 
 
 def bisect(options: Options, good: str, bad: str, benchmark: str, params: dict,

@@ -1,0 +1,112 @@
+"""Every ASV benchmark the suite defines: unit, direction, exact or timed, and its version.
+
+One registry, asked by the suite (to set ``unit`` and ``version`` on each benchmark), and by
+everything that reads results back (compare, changes, bisect, the report, the PR comment) to decide
+how a series is judged. Nothing else decides whether a series is exact.
+
+A benchmark's version is derived from its definition (name, unit, kind, meaning, revision): a
+changed meaning starts a new ASV series instead of mixing with the old one, while editing a
+benchmark's code without changing what it measures keeps its history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from harness.metrics import CONFIG_METRICS, METRICS, WORKLOAD_METRICS, Metric
+
+#: ASV judges every benchmark lower-is-better; the suite phrases every figure that way.
+LOWER_IS_BETTER = "lower"
+
+
+@dataclass(frozen=True)
+class BenchmarkDef:
+    #: ASV's benchmark name, ``module.Class.method``.
+    name: str
+    unit: str
+    #: Deterministic for a (subject, config, workload): any change at all is real.
+    exact: bool
+    meaning: str
+    direction: str = LOWER_IS_BETTER
+    #: Bump when the computation changes meaning without the text above changing.
+    revision: int = 1
+
+    @property
+    def version(self) -> str:
+        text = "\x1f".join([self.name, self.unit, "exact" if self.exact else "timed",
+                            self.meaning, self.direction, str(self.revision)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    #: The figure's name in comparisons: a harness.metrics name, or the benchmark's own name.
+    figure: str = ""
+
+    def __post_init__(self):
+        if not self.figure:
+            object.__setattr__(self, "figure", self.name)
+
+    @property
+    def timed(self) -> bool:
+        return not self.exact
+
+
+def _exact_metric(cls: str, metric: Metric) -> BenchmarkDef:
+    return BenchmarkDef(f"exact.{cls}.track_{metric.name}", metric.unit, True, metric.description,
+                        figure=metric.name)
+
+
+def _all() -> dict[str, BenchmarkDef]:
+    defs = [_exact_metric("Config", m) for m in CONFIG_METRICS.values() if m.tracked]
+    defs += [_exact_metric("Workload", m) for m in WORKLOAD_METRICS.values() if m.tracked]
+    defs += [
+        BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
+                     "wall time of one layer of batched decode attention for a probe's batch, on "
+                     "the bucket the subject picks, after an oracle check"),
+        BenchmarkDef("kernel.Compile.track_graphs", "graphs", True,
+                     "graphs torch.compile builds for a workload (warmup variants and steps)"),
+        BenchmarkDef("kernel.Compile.track_late_compiles", "graphs", True,
+                     "graphs compiled by workload steps after warmup"),
+        BenchmarkDef("kernel.Compile.track_graphs_over_model", "graphs", True,
+                     "measured graphs minus the model's distinct keys (0 unless the model is "
+                     "wrong)"),
+        BenchmarkDef("kernel.Compile.track_eager_fallbacks", "keys", True,
+                     "keys past Dynamo's default recompile limit that silently ran eagerly"),
+        BenchmarkDef("kernel.CompileTime.track_compile_seconds", "seconds", False,
+                     "seconds to compile a probe's kernels with inductor from a cold cache"),
+    ]
+    return {d.name: d for d in defs}
+
+
+REGISTRY: dict[str, BenchmarkDef] = _all()
+
+
+def lookup(benchmark: str) -> BenchmarkDef | None:
+    """The definition of a benchmark by ASV name (``exact.Config.track_kv_buckets``), or None."""
+    return REGISTRY.get(benchmark.split("(", 1)[0])
+
+
+def is_exact(benchmark: str) -> bool:
+    """Whether a stored series is compared exactly; an unknown benchmark is not."""
+    found = lookup(benchmark)
+    return found is not None and found.exact
+
+
+def unit_of(figure: str) -> str:
+    """The unit of a figure named as comparisons name it (metric or benchmark name)."""
+    if figure in METRICS:
+        return METRICS[figure].unit
+    found = lookup(figure)
+    return found.unit if found is not None else ""
+
+
+def is_timed(benchmark: str) -> bool:
+    found = lookup(benchmark)
+    return found is not None and found.timed
+
+
+def describe(method, benchmark: str):
+    """Set ASV's ``unit`` and ``version`` on a benchmark method from its registry entry."""
+    found = REGISTRY[benchmark]
+    method.unit = found.unit
+    method.version = found.version
+    return method
