@@ -1,53 +1,56 @@
-"""Stage a spyre-inference checkout for plain ``asv run`` (asv.conf.json's install_command).
+"""Make this harness importable inside a plain-``asv run`` environment (asv.conf.json's
+install_command), without building or installing anything.
 
-spyre-inference needs vLLM and torch-spyre to pip-install, so the suite loads it by path instead:
-this copies the checkout's source tree to ``$ASV_ENV_DIR/project``, where harness.suite finds it.
+ASV already checks each commit out into ``{env_dir}/project`` (its ``{build_dir}``), where
+``harness.suite`` reads it by ``git:`` revision; spyre-inference itself needs vLLM and torch-spyre,
+so it is never pip-installed. What the environment lacks is the harness: this writes a ``.pth``
+file into the environment's site-packages pointing at the spyre-bench checkout, like an editable
+install but instant and offline. Run by path (``python {conf_dir}/harness/stage.py {conf_dir}``),
+since the harness is not importable yet when it runs.
 
-    python -m harness.stage BUILD_DIR DEST      copy BUILD_DIR to DEST (replacing it)
-    python -m harness.stage --remove DEST       remove DEST (uninstall_command)
+    python harness/stage.py SPYRE_BENCH_DIR      link SPYRE_BENCH_DIR into this interpreter
+    python harness/stage.py --remove             remove the link
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
+import sysconfig
 from pathlib import Path
 
-IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "build", "dist")
+PTH_NAME = "spyre_bench_harness.pth"
 
 
-def stage(build_dir: Path, dest: Path) -> None:
-    if not build_dir.is_dir():
-        raise SystemExit(f"harness.stage: {build_dir} is not a directory")
-    # copy beside the destination, then swap, so an interrupted copy never looks complete
-    tmp = Path(tempfile.mkdtemp(prefix=".staging-", dir=dest.parent))
-    try:
-        shutil.copytree(build_dir, tmp / "tree", ignore=IGNORE)
-        remove(dest)
-        (tmp / "tree").rename(dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def pth_path() -> Path:
+    return Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
 
 
-def remove(dest: Path) -> None:
-    shutil.rmtree(dest, ignore_errors=True)
+def link(source: Path) -> Path:
+    if not (source / "harness" / "__init__.py").is_file():
+        raise SystemExit(f"harness.stage: {source} is not a spyre-bench checkout")
+    path = pth_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{source.resolve()}\n")
+    return path
+
+
+def remove() -> None:
+    pth_path().unlink(missing_ok=True)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.stage", description=__doc__,
+    p = argparse.ArgumentParser(prog="python harness/stage.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--remove", action="store_true", help="remove DEST instead of staging")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--remove", action="store_true", help="remove the link instead")
+    p.add_argument("source", nargs="?", type=Path, help="the spyre-bench checkout")
     args = p.parse_args(argv)
     if args.remove:
-        for path in args.paths:
-            remove(Path(path))
+        remove()
         return 0
-    if len(args.paths) != 2:
-        p.error("expected BUILD_DIR DEST")
-    stage(Path(args.paths[0]), Path(args.paths[1]))
+    if args.source is None:
+        p.error("expected SPYRE_BENCH_DIR")
+    link(args.source)
     return 0
 
 

@@ -5,7 +5,7 @@ The benchmark classes stay thin: parameters come from the tier, values from the 
 subject is chosen without editing files:
 
 * ``SPYRE_BENCH_SUBJECT``: a subject spec (set by ``spyre-bench run``); without it, the
-  spyre-inference checkout ASV staged into ``$ASV_ENV_DIR/project`` (plain ``asv run``).
+  commit ASV checked out into ``$ASV_ENV_DIR/project`` (``$ASV_COMMIT``; plain ``asv run``).
 * ``SPYRE_BENCH_TIER``: ``quick`` (default, PR CI) or ``full`` (nightly).
 * ``SPYRE_BENCH_SKIP_LOG``: a file the reasons of skipped benchmarks are appended to (ASV itself
   stores a skip only as NaN).
@@ -44,10 +44,13 @@ def subject_spec() -> str:
     if spec:
         return spec
     env_dir = os.environ.get("ASV_ENV_DIR")
-    if env_dir and (Path(env_dir) / STAGED_PROJECT).is_dir():
-        return f"path:{Path(env_dir) / STAGED_PROJECT}"
-    raise HarnessError(f"no subject: set {SUBJECT_ENV} (spyre-bench run does) or run under an "
-                       "ASV environment that staged the project (asv.conf.json install_command)")
+    commit = os.environ.get("ASV_COMMIT")
+    if env_dir and commit and (Path(env_dir) / STAGED_PROJECT).is_dir():
+        # read by revision from the checkout's object store: the same subject spyre-bench run
+        # gives the commit, whatever state the work tree is in
+        return f"git:{Path(env_dir) / STAGED_PROJECT}@{commit}"
+    raise HarnessError(f"no subject: set {SUBJECT_ENV} (spyre-bench run does) or run under a "
+                       "plain-ASV environment ($ASV_ENV_DIR/project and $ASV_COMMIT)")
 
 
 @functools.cache

@@ -11,7 +11,6 @@ from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_CONFIG, load_project_config, write_config
 from harness.runner.machine import ensure_machine
 from harness.runner.reference_repo import ORDER, ensure_reference_repo
-from harness.stage import main as stage_main
 
 
 def test_reference_repo_is_deterministic_and_idempotent(tmp_path):
@@ -42,21 +41,22 @@ def test_machine_file_keeps_other_entries_and_completes_ours(tmp_path):
     assert entry["cpu"] == "custom cpu" and entry["ram"] and entry["arch"] and entry["num_cpu"]
 
 
-def test_stage_copies_a_checkout_and_removes_it(tmp_path):
-    src = tmp_path / "src"
-    (src / "spyre_inference").mkdir(parents=True)
-    (src / "spyre_inference" / "a.py").write_text("x = 1\n")
-    (src / ".git").mkdir()
-    (src / ".git" / "HEAD").write_text("ref")
-    dest = tmp_path / "env" / "project"
-    dest.parent.mkdir()
-    dest.mkdir()
-    (dest / "stale.py").write_text("old")
-    assert stage_main([str(src), str(dest)]) == 0
-    assert (dest / "spyre_inference" / "a.py").read_text() == "x = 1\n"
-    assert not (dest / ".git").exists() and not (dest / "stale.py").exists()
-    assert not [p for p in dest.parent.iterdir() if p.name.startswith(".staging-")]
-    assert stage_main(["--remove", str(dest)]) == 0 and not dest.exists()
+def test_stage_links_the_harness_into_an_environment_and_removes_it(tmp_path):
+    """asv.conf.json's install step, run by path with an interpreter that lacks the harness."""
+    env = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    python = str(env / "bin" / "python")
+    stage = str(PROJECT_CONFIG.parent / "harness" / "stage.py")
+    probe = [python, "-c", "import harness.stage, sys; print(harness.stage.__file__)"]
+    run = dict(capture_output=True, text=True, cwd=tmp_path)   # not from the repo's folder
+    assert subprocess.run(probe, **run).returncode != 0
+    subprocess.run([python, stage, str(PROJECT_CONFIG.parent)], check=True, cwd=tmp_path)
+    found = subprocess.run(probe, check=True, **run).stdout.strip()
+    assert found == stage
+    subprocess.run([python, stage, "--remove"], check=True, cwd=tmp_path)
+    assert subprocess.run(probe, **run).returncode != 0
+    bad = subprocess.run([python, stage, str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "not a spyre-bench checkout" in bad.stderr
 
 
 def test_temporary_config_overrides_paths_only(tmp_path):

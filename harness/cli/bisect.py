@@ -53,6 +53,10 @@ def run(args) -> int:
     from harness.runner.runner import Options
     from harness.subjects import gitrev
 
+    from harness.runner.progress import LineProgress
+    from harness.store.lock import results_lock
+    from harness.store.names import checked_name
+    checked_name("--machine", args.machine)
     params = _params(args.param)
     names = _param_names(args.results_dir, args.benchmark, args.machine)
     missing = [n for n in names if n not in params]
@@ -63,8 +67,10 @@ def run(args) -> int:
                       device=_device(args.device), tier=args.tier, log_dir=LOCAL_DIR / "logs")
     good = gitrev.resolve(f"git:{args.repo}@{args.good}", args.repo, args.good)
     bad = gitrev.resolve(f"git:{args.repo}@{args.bad}", args.repo, args.bad)
-    result = bisect(options, good, bad, args.benchmark, params, names)
     out = console()
+    with results_lock(args.results_dir), \
+            LineProgress(lambda line: out.print(line, markup=False, highlight=False)) as progress:
+        result = bisect(options, good, bad, args.benchmark, params, names, progress)
     for commit, value, verdict in result.steps:
         out.print(f"  {commit[:12]}: {value:.6g} -> {verdict}")
     subject = gitrev.git(args.repo, "log", "-1", "--format=%s", result.first_bad).stdout.decode()

@@ -57,7 +57,7 @@ def run(args) -> int:
     out = console()
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
                       device=_device(args.device), tier=args.tier, bench=args.bench,
-                      log_dir=LOCAL_DIR / "logs")
+                      log_dir=LOCAL_DIR / "logs", branch=args.branch)
     history = nightly.first_parent_history(args.repo, args.branch)
     measured = {c for c in history if nightly.is_measured(options, c)}
     plan = nightly.plan(history, measured, args.max_new, args.backfill, args.backfill_step)
@@ -68,14 +68,18 @@ def run(args) -> int:
             out.print(f"  would measure {c[:12]}")
         return 0
     failed = 0
-    with nightly.machine_lock(args.results_dir, options.machine):
+    from harness.runner.progress import LineProgress
+    from harness.store.lock import results_lock
+    with results_lock(args.results_dir), nightly.machine_lock(args.results_dir, options.machine), \
+            LineProgress(lambda line: out.print(line, markup=False, highlight=False)) as progress:
         targets = commit_targets(args.repo, plan.commits)
         for i, target in enumerate(targets, start=1):
             out.print(f"[{i}/{len(targets)}] {target.label}", markup=False)
-            for report in run_targets([target], options):
+            for report in run_targets([target], options, progress):
                 failed += bool(report.failed_groups)
-                state = "ok" if not report.failed_groups else \
-                    f"failures in {', '.join(report.failed_groups)} (log {report.log})"
+                state = "ok" if not report.failed_groups else "failures in " + "; ".join(
+                    f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups) + \
+                    f" (log {report.log})"
                 out.print(f"  {state}, {report.seconds:.0f} s", markup=False)
             if not args.no_commit:
                 made = nightly.commit_results(args.results_dir, options.machine,

@@ -38,6 +38,8 @@ def register(sub) -> None:
     p.add_argument("revisions", nargs="*", metavar="REVISION",
                    help="commits of --repo: revision expressions or A..B ranges (oldest first)")
     p.add_argument("--repo", type=Path, help="the spyre-inference git repository")
+    p.add_argument("--branch", help="the branch ASV follows (default: the checkout's current "
+                                    "branch); a warning says when no measured commit is on it")
     p.add_argument("--reference", default=",".join(MAIN_JOB_POLICIES), metavar="POLICY,..",
                    help=f"reference policies to run without --repo ({', '.join(ORDER)}; "
                         "default %(default)s)")
@@ -89,8 +91,10 @@ def run(args) -> int:
         results_dir = args.results_dir or default_dir
     options = Options(repo=repo, results_dir=results_dir, machine=args.machine,
                       device=_device(args.device), tier=args.tier, bench=args.bench,
-                      smoke=args.smoke, log_dir=LOCAL_DIR / "logs")
+                      smoke=args.smoke, log_dir=LOCAL_DIR / "logs", branch=args.branch)
     out = console()
+    if args.repo:
+        _warn_off_branch(args.repo, options.branch, targets)
     out.print(f"measuring {len(targets)} target(s) on machine {options.machine}, device "
               f"{options.device}, tier {options.tier} -> {results_dir}")
     reports = []
@@ -98,8 +102,8 @@ def run(args) -> int:
         with _progress(out) as progress:
             for report in run_targets(targets, options, progress):
                 reports.append(report)
-                state = ("ok" if not report.failed_groups
-                         else f"failures in {', '.join(report.failed_groups)}")
+                state = ("ok" if not report.failed_groups else "failures in " + "; ".join(
+                    f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups))
                 out.print(f"  {report.target.label}: {state} in {report.seconds:.0f} s "
                           f"(log {report.log})", markup=False)
     except KeyboardInterrupt:
@@ -116,7 +120,25 @@ def run(args) -> int:
     return code
 
 
+def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
+    """Say so when none of the commits measured is on the branch ASV follows."""
+    from harness.runner.runner import current_branch
+    from harness.subjects import gitrev
+    branch = branch or current_branch(repo)
+    if gitrev.git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}",
+                  check=False).returncode:
+        raise HarnessError(f"--branch {branch!r}: no such branch in {repo}")
+    on = [t for t in targets if not gitrev.git(repo, "merge-base", "--is-ancestor", t.commit,
+                                               branch, check=False).returncode]
+    if not on:
+        print(f"spyre-bench: warning: none of the {len(targets)} commit(s) measured is on branch "
+              f"{branch!r} (history views follow that branch; pass --branch)", file=sys.stderr)
+
+
 def _progress(out):
+    if not out.is_terminal:
+        from harness.runner.progress import LineProgress
+        return LineProgress(lambda line: out.print(line, markup=False, highlight=False))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     class _Bar:

@@ -34,6 +34,10 @@ def write_config(dest: Path, repo: Path, results_dir: Path, branches: list[str] 
         "env_dir": str((dest.parent / "env").resolve()),
         "benchmark_dir": str((base.parent / conf.get("benchmark_dir", "benchmarks")).resolve()),
     })
+    for key in ("build_command", "install_command", "uninstall_command"):
+        # {conf_dir} means the spyre-bench checkout, not this temporary config's folder
+        conf[key] = [c.replace("{conf_dir}", str(base.parent.resolve()))
+                     for c in conf.get(key) or []]
     if branches:
         conf["branches"] = branches
     dest.write_text(json.dumps(conf, indent=2))

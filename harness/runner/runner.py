@@ -26,10 +26,14 @@ from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.store.history import IDENTITY_SUFFIX
+from harness.store.lock import results_lock
+from harness.store.names import checked_name
 
 #: Benchmark groups, each its own ``asv run`` (name regex, label).
-GROUPS = (("^exact\\.Config\\.", "exact: configs"), ("^exact\\.Workload\\.", "exact: workloads"),
-          ("^kernel\\.", "kernel"))
+#: The exact tier is computed in this process (harness.runner.inprocess), ``None`` as its regex
+#: meaning "all of it"; everything else goes through ASV's runner.
+EXACT = "exact (in process)"
+GROUPS = ((None, EXACT), ("^kernel\\.", "kernel"))
 ENV_NAME_TOOL = "spyre-bench"
 _PERCENT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
 
@@ -53,6 +57,12 @@ class Options:
     bench: str | None = None
     smoke: bool = False
     log_dir: Path = field(default_factory=lambda: Path(".asv") / "logs")
+    #: The branch ASV resolves (its config's ``branches``): the checkout's current one by default.
+    branch: str | None = None
+
+    def __post_init__(self):
+        checked_name("--machine", self.machine)
+        checked_name("--device", self.device)
 
 
 @dataclass
@@ -62,6 +72,8 @@ class TargetReport:
     results_file: Path | None
     failed_groups: list[str]
     log: Path
+    #: Per failed group, the line of ASV's output that says why (what the user sees first).
+    causes: dict[str, str] = field(default_factory=dict)
 
 
 def env_name(device: str) -> str:
@@ -75,6 +87,7 @@ def harness_commit() -> str | None:
 
 
 def results_file(options: Options, commit: str) -> Path:
+    checked_name("environment", env_name(options.device))
     return options.results_dir / options.machine / f"{commit[:8]}-{env_name(options.device)}.json"
 
 
@@ -87,28 +100,51 @@ def _asv_command(config: Path, commit: str, options: Options, bench: str) -> lis
     return cmd
 
 
-def _groups(options: Options) -> list[tuple[str, str]]:
+def _groups(options: Options) -> list[tuple[str | None, str]]:
     if options.bench:
-        return [(options.bench, f"--bench {options.bench}")]
+        # the exact part in process with the same regex; ASV gets what is not exact
+        return [(options.bench, EXACT),
+                (rf"^(?!exact\.)(?=.*?(?:{options.bench}))", f"--bench {options.bench}")]
     return list(GROUPS)
 
 
-def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], None]) -> int:
+#: ASV output lines that state why a step failed (the first such line is the cause shown).
+_CAUSE = re.compile(r"(Unknown branch|UserError|Error|error:|Traceback|failed|No such|not found)",
+                    re.IGNORECASE)
+
+
+def _cause(lines: list[str]) -> str:
+    """The line of a failed ASV step's output that names its cause."""
+    for line in lines:
+        text = line.strip().lstrip("·").strip()
+        if text and _CAUSE.search(text) and not text.startswith("File "):
+            return text[:300]
+    tail = [ln.strip() for ln in lines if ln.strip()]
+    return tail[-1][:300] if tail else "no output"
+
+
+NOTHING_SELECTED = "no benchmark selected"
+
+
+def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], None]
+               ) -> tuple[int, str]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=PROJECT_ROOT, start_new_session=True)
     try:
         selected = True
+        seen: list[str] = []
+        log.flush()
         for line in proc.stdout:
             log.write(line)
+            seen.append(line)
             selected = selected and "No benchmarks selected" not in line
             m = _PERCENT.match(line.strip())
             if m:
                 on_percent(float(m.group(1)))
         code = proc.wait()
         if not selected:
-            raise HarnessError(f"no benchmark matches --bench {cmd[cmd.index('--bench') + 1]!r} "
-                               "(parameterized names end in '(params)': do not anchor with $)")
-        return code
+            return 0, NOTHING_SELECTED
+        return code, (_cause(seen) if code else "")
     except BaseException:
         # stop ASV and its benchmark processes; what earlier groups saved stays saved
         with contextlib.suppress(ProcessLookupError):
@@ -150,37 +186,58 @@ def write_identity(path: Path, target: Target, options: Options, skipped: list[d
 
 def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
     """Measure each target in turn, yielding a report as each one finishes."""
-    options.results_dir.mkdir(parents=True, exist_ok=True)
     options.log_dir.mkdir(parents=True, exist_ok=True)
-    ensure_machine(options.machine)
     groups = _groups(options)
-    with tempfile.TemporaryDirectory(prefix="spyre-bench-asv-") as tmp:
-        config = write_config(Path(tmp) / "asv.conf.json", options.repo, options.results_dir)
+    with results_lock(options.results_dir), \
+            tempfile.TemporaryDirectory(prefix="spyre-bench-asv-") as tmp:
+        ensure_machine(options.machine)
+        config = write_config(Path(tmp) / "asv.conf.json", options.repo, options.results_dir,
+                              branches=[options.branch or current_branch(options.repo)])
         for target in targets:
             yield _run_target(target, options, config, groups, progress)
 
 
+def current_branch(repo: Path) -> str:
+    """The checkout's current branch, or ``HEAD`` when detached (what ASV resolves)."""
+    out = subprocess.run(["git", "-C", str(repo), "symbolic-ref", "--quiet", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "HEAD"
+
+
 def _run_target(target: Target, options: Options, config: Path, groups, progress) -> TargetReport:
     started = time.monotonic()
-    log_path = options.log_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{target.commit[:8]}.log"
+    # pid in the name: two commands started in the same second never share a log
+    log_path = (options.log_dir /
+                f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{target.commit[:8]}.log")
     failed: list[str] = []
+    causes: dict[str, str] = {}
     skip_log = log_path.with_suffix(".skips")
     interrupted = True
-    with log_path.open("w") as log:
+    with log_path.open("x") as log:
         env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
                suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
         try:
+            selected = 0
             for i, (bench, label) in enumerate(groups):
                 def on_percent(p, i=i, label=label):
                     if progress:
                         progress(target, label, (i + p / 100) / len(groups))
                 on_percent(0)
-                log.write(f"$ {' '.join(_asv_command(config, target.commit, options, bench))}\n")
-                log.flush()
-                code = _run_group(_asv_command(config, target.commit, options, bench), env, log,
-                                  on_percent)
+                if label == EXACT:
+                    code, cause, found = _run_exact(target, options, bench, skip_log, log)
+                else:
+                    log.write(f"$ {' '.join(_asv_command(config, target.commit, options, bench))}"
+                              "\n")
+                    code, cause = _run_group(_asv_command(config, target.commit, options, bench),
+                                             env, log, on_percent)
+                    found = cause != NOTHING_SELECTED
+                selected += found
                 if code != 0:
                     failed.append(label)
+                    causes[label] = cause
+            if not selected:
+                raise HarnessError(f"no benchmark matches --bench {options.bench!r} "
+                                   "(parameterized names end in '(params)': do not anchor with $)")
             interrupted = False
         finally:
             out = results_file(options, target.commit)
@@ -196,7 +253,24 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         tmp.replace(tmp.with_suffix(""))
     out = results_file(options, target.commit)
     return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,
-                        log_path)
+                        log_path, causes)
+
+
+def _run_exact(target: Target, options: Options, bench: str | None, skip_log: Path,
+               log) -> tuple[int, str, bool]:
+    """The exact tier in this process, stored through asv.results (harness.runner.inprocess)."""
+    from harness.runner.inprocess import write_exact
+    log.write(f"$ exact tier in process: {target.spec} --bench {bench}\n")
+    log.flush()
+    t0 = time.monotonic()
+    stored, failed = write_exact(spec=target.spec, commit=target.commit, repo=options.repo,
+                                 results_dir=options.results_dir, machine=options.machine,
+                                 env_name=env_name(options.device), tier=options.tier,
+                                 bench=bench, skip_log=skip_log.resolve())
+    log.write(f"stored {stored} exact benchmarks ({failed} with failures) in "
+              f"{time.monotonic() - t0:.1f} s\n")
+    return (1 if failed else 0), (f"{failed} exact benchmark(s) failed (log)" if failed else ""), \
+        bool(stored)
 
 
 def _read_skips(path: Path) -> list[dict]:

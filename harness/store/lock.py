@@ -1,0 +1,66 @@
+"""One writer per results folder: run, nightly and bisect take this lock before writing.
+
+ASV rewrites a commit's results file and ``benchmarks.json`` whole, so two writers into one folder
+lose each other's results. The lock is ``flock`` on ``<results>/.spyre-bench.lock`` (released by
+the kernel when the holder dies, so a killed run never leaves a stale lock); the holder writes its
+pid, command and start time into it so the refusal names who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+LOCK_NAME = ".spyre-bench.lock"
+#: Folders this process holds: a command that locks and then calls the runner locks once.
+_HELD: set[Path] = set()
+
+
+class ResultsLocked(HarnessError):
+    """Another spyre-bench command is writing into the same results folder."""
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text())
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"]))
+        return f"pid {info['pid']} ({info['command']}, since {started})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+@contextlib.contextmanager
+def results_lock(results_dir: Path, command: str | None = None) -> Iterator[Path]:
+    """Hold the folder's lock for the block, or refuse at once naming the holder."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = (results_dir / LOCK_NAME).resolve()
+    if path in _HELD:
+        yield path
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResultsLocked(f"{results_dir} is being written by {_holder(path)}; wait for it "
+                                f"to finish or use another --results-dir") from None
+        info = {"pid": os.getpid(), "started": time.time(),
+                "command": command or " ".join(["spyre-bench", *sys.argv[1:]])[:200]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        _HELD.add(path)
+        try:
+            yield path
+        finally:
+            _HELD.discard(path)
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)   # releases the flock

@@ -1,0 +1,106 @@
+"""Plain ASV, as its users know it, from this repo's asv.conf.json against a sibling checkout:
+``asv run A..B`` over three fixture commits, ``asv continuous`` failing on #810's KV-override
+change, ``asv compare`` and ``asv publish``; and the values plain ASV stores are the values
+``spyre-bench run`` (exact tier in process) stores, value for value.
+
+The virtualenv ASV builds is kept in ``.asv/env-test`` (ignored) so reruns share it; only two
+exact benchmarks run (``--bench``), so the cost is the environment build plus seconds.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.runner.asv_config import PROJECT_ROOT, write_config
+from harness.runner.machine import ensure_machine
+
+BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct\("
+         r"|Workload\.track_iterations_per_layer_mean\(.*'four-3-block-decodes'\))")
+NAMES = ["pre-810", "810-topup", "810-clamp"]
+ENV_DIR = PROJECT_ROOT / ".asv" / "env-test"
+
+
+def asv(*args, conf, home, check=True):
+    proc = subprocess.run([sys.executable, "-m", "asv", *args, "--config", str(conf)],
+                          capture_output=True, text=True, cwd=PROJECT_ROOT,
+                          env={**os.environ, "HOME": str(home)})
+    if check and proc.returncode:
+        raise AssertionError(f"asv {args[0]}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n"
+                             f"{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def plain(spyre_repo, tmp_path_factory):
+    home = tmp_path_factory.mktemp("plain-asv")
+    ensure_machine("ci-box", home / ".asv-machine.json")
+    conf = write_config(home / "asv.conf.json", spyre_repo.path, home / "results")
+    import json
+    data = json.loads(conf.read_text())
+    data["env_dir"] = str(ENV_DIR)          # shared across runs: built once
+    conf.write_text(json.dumps(data))
+    c = spyre_repo.commits
+    asv("run", "--machine", "ci-box", "--bench", BENCH, f"{c['no-bucketer']}..{c['810-clamp']}",
+        conf=conf, home=home)
+    return spyre_repo, conf, home
+
+
+def _stored(results_dir, machine="ci-box"):
+    from asv.results import Results, iter_results_for_machine
+    out = {}
+    for r in iter_results_for_machine(str(results_dir), machine):
+        for key in r.get_all_result_keys():
+            params = r.get_result_params(key)
+            out[(r.commit_hash, key)] = (r.get_result_value(key, params), params,
+                                         r._benchmark_version[key])
+    return out
+
+
+def test_plain_asv_run_stores_every_commit_of_a_range(plain):
+    repo, conf, home = plain
+    stored = _stored(home / "results")
+    assert {c for c, _ in stored} == {repo.commits[n] for n in NAMES}
+    values, params, _ = stored[(repo.commits["810-topup"],
+                                "exact.Config.track_batched_num_blocks_distinct")]
+    combo = params and __import__("itertools").product(*params)
+    at = {k: v for k, v in zip(combo, values)}
+    assert at[("192", "2048", "32", "'batched'")] == 4        # [2,3,6,11]
+
+
+def test_asv_continuous_fails_on_the_kv_override_change(plain):
+    repo, conf, home = plain
+    c = repo.commits
+    proc = asv("continuous", "--machine", "ci-box", "--bench", BENCH, c["pre-810"],
+               c["810-topup"], conf=conf, home=home, check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "track_iterations_per_layer_mean" in proc.stdout
+    same = asv("continuous", "--machine", "ci-box", "--bench", BENCH, c["810-topup"],
+               c["810-topup"], conf=conf, home=home, check=False)
+    assert same.returncode == 0, same.stdout[-3000:]
+
+
+def test_asv_compare_and_publish_work_over_the_history(plain):
+    repo, conf, home = plain
+    c = repo.commits
+    proc = asv("compare", "--machine", "ci-box", "--factor", "1.0", c["pre-810"], c["810-topup"],
+               conf=conf, home=home)
+    assert "track_batched_num_blocks_distinct" in proc.stdout
+    asv("publish", conf=conf, home=home)
+    assert (home / "html" / "index.html").exists()
+
+
+def test_plain_asv_and_spyre_bench_run_store_the_same_values(plain, tmp_path):
+    repo, conf, home = plain
+    mine = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--repo", str(repo.path),
+                           *[repo.commits[n] for n in NAMES], "--results-dir", str(mine),
+                           "--machine", "ci-box", "--device", "cpu", "--bench", BENCH,
+                           "--no-compare"], capture_output=True, text=True,
+                          env={**os.environ, "HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    theirs, ours = _stored(home / "results"), _stored(mine)
+    assert set(theirs) == set(ours) and len(ours) == 2 * len(NAMES)
+    for key in theirs:
+        assert ours[key] == theirs[key], key          # values, params and versions
