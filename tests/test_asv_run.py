@@ -138,3 +138,30 @@ def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
     kept = frame[(frame.commit == spyre_repo.commits["pre-810"])
                  & frame.benchmark.str.startswith("exact.")]
     assert len(kept) and set(kept.status) == {"ok"}
+
+
+def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tmp_path):
+    results = tmp_path / "results"
+    names = ["pre-810", "810-clamp"]
+    args = ["run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
+            "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--bench", BENCH,
+            "--no-compare"]
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args],
+                            env={**os.environ, "HOME": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = spyre_repo.commits["pre-810"]
+    deadline = time.monotonic() + 120
+    while not list((results / "box").glob(f"{first[:8]}-*.identity")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    before = load_history(results)
+    assert not before[before.commit == spyre_repo.commits["810-clamp"]]["complete"].any()
+    kept = before[before.commit == first][["benchmark", "started_at"]].reset_index(drop=True)
+    again = run_cli(*args, home=tmp_path)
+    assert "kept from an earlier run" in again.stdout
+    after = load_history(results)
+    assert after["complete"].all() and set(after.commit) == {spyre_repo.commits[n] for n in names}
+    redone = after[after.commit == first][["benchmark", "started_at"]].reset_index(drop=True)
+    assert redone.equals(kept)   # not measured again

@@ -41,10 +41,11 @@ def run(args) -> int:
         counts = g["status"].value_counts()
         rows.append([machine, env, commit[:12], str(g["date"].iloc[0])[:19],
                      g["subject"].iloc[0] or "-", counts.get("ok", 0), counts.get("skipped", 0),
-                     counts.get("failed", 0)])
+                     counts.get("failed", 0),
+                     "yes" if g["complete"].all() else "no (interrupted or killed)"])
     out.print(table(f"history in {args.results_dir}: {len(frame)} rows",
                     ["machine", "env", "commit", "commit date", "subject", "ok", "skipped",
-                     "failed"], rows))
+                     "failed", "complete"], rows))
     return 0
 
 

@@ -56,6 +56,9 @@ def register(sub) -> None:
     p.add_argument("--smoke", action="store_true",
                    help="one quick pass per benchmark (ASV --quick) into a temporary folder: "
                         "checks the suite runs, never touches stored history")
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure commits again even when a finished run of the same tier and "
+                        "--bench is stored (by default a rerun measures only what is missing)")
     p.add_argument("--no-compare", action="store_true",
                    help="skip the closing comparison of the first and last target")
     p.set_defaults(run=run)
@@ -91,7 +94,8 @@ def run(args) -> int:
         results_dir = args.results_dir or default_dir
     options = Options(repo=repo, results_dir=results_dir, machine=args.machine,
                       device=_device(args.device), tier=args.tier, bench=args.bench,
-                      smoke=args.smoke, log_dir=LOCAL_DIR / "logs", branch=args.branch)
+                      smoke=args.smoke, log_dir=LOCAL_DIR / "logs", branch=args.branch,
+                      remeasure=args.remeasure)
     out = console()
     if args.repo:
         _warn_off_branch(args.repo, options.branch, targets)
@@ -104,6 +108,8 @@ def run(args) -> int:
                 reports.append(report)
                 state = ("ok" if not report.failed_groups else "failures in " + "; ".join(
                     f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups))
+                if report.kept:
+                    state += f" (kept from an earlier run: {', '.join(report.kept)})"
                 out.print(f"  {report.target.label}: {state} in {report.seconds:.0f} s "
                           f"(log {report.log})", markup=False)
     except KeyboardInterrupt:
@@ -113,8 +119,9 @@ def run(args) -> int:
     _summary(out, reports, results_dir)
     code = 1 if any(r.failed_groups for r in reports) else 0
     if len(reports) >= 2 and not args.no_compare:
+        from harness.runner.runner import env_name
         _compare(out, results_dir, reports[0].target.commit, reports[-1].target.commit,
-                 options.machine)
+                 options.machine, env_name(options.device))
     if tmp:
         tmp.cleanup()
     return code
@@ -175,12 +182,13 @@ def _summary(out, reports, results_dir: Path) -> None:
                     rows))
 
 
-def _compare(out, results_dir: Path, base: str, head: str, machine: str) -> None:
+def _compare(out, results_dir: Path, base: str, head: str, machine: str, env: str) -> None:
     from harness.analyze.compare import compare_stored
     from harness.report.comparison import render_terminal
     from harness.store.history import load_history_quietly
     frame = load_history_quietly(results_dir)
-    comparison = compare_stored(frame, base, head, machine=machine)
+    # this run's own series: plain ASV may have stored the same commits under another env name
+    comparison = compare_stored(frame, base, head, machine=machine, env_name=env)
     out.rule("comparison: first target (base) vs last (head)")
     render_terminal(comparison, out)
     print(file=sys.stdout)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.runner.runner import Options, results_file
-from harness.store.history import load_identity
+from harness.store.history import is_complete, load_identity
 from harness.subjects import gitrev
 
 
@@ -43,8 +43,7 @@ def first_parent_history(repo: Path, branch: str) -> list[str]:
 
 def is_measured(options: Options, commit: str) -> bool:
     path = results_file(options, commit)
-    identity = load_identity(path) if path.exists() else {}
-    return bool(identity) and not identity.get("interrupted", True)
+    return path.exists() and is_complete(load_identity(path))
 
 
 def plan(history: list[str], measured: set[str], max_new: int, backfill: int,

@@ -59,6 +59,8 @@ class Options:
     log_dir: Path = field(default_factory=lambda: Path(".asv") / "logs")
     #: The branch ASV resolves (its config's ``branches``): the checkout's current one by default.
     branch: str | None = None
+    #: Measure commits again even when a finished run of the same selection is stored.
+    remeasure: bool = False
 
     def __post_init__(self):
         checked_name("--machine", self.machine)
@@ -72,6 +74,8 @@ class TargetReport:
     results_file: Path | None
     failed_groups: list[str]
     log: Path
+    #: Groups kept from an earlier run of the same selection instead of measured again.
+    kept: list[str] = field(default_factory=list)
     #: Per failed group, the line of ASV's output that says why (what the user sees first).
     causes: dict[str, str] = field(default_factory=dict)
 
@@ -170,13 +174,14 @@ def ladders_snapshot(spec: str, tier: str) -> dict:
 
 
 def write_identity(path: Path, target: Target, options: Options, skipped: list[dict],
-                   interrupted: bool) -> Path:
+                   interrupted: bool, groups_done: list[str] | None = None) -> Path:
     side = path.with_suffix(IDENTITY_SUFFIX)
     side.parent.mkdir(parents=True, exist_ok=True)
     data = {"subject": target.spec, "label": target.label, "commit": target.commit,
             "harness_version": __version__, "harness_commit": harness_commit(),
             "device": options.device, "tier": options.tier, "python": sys.version.split()[0],
             "skipped": skipped, "interrupted": interrupted, "written_at": time.time(),
+            "bench": options.bench, "groups_done": groups_done or [],
             "ladders": ladders_snapshot(target.spec, options.tier)}
     tmp = side.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -213,12 +218,20 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
     causes: dict[str, str] = {}
     skip_log = log_path.with_suffix(".skips")
     interrupted = True
+    resumed: list[str] = []
     with log_path.open("x") as log:
         env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
                suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
+        resumed = [label for _, label in groups
+                   if label in _groups_already_done(target, options)]
+        done: list[str] = list(resumed)
+        kept_skips = _previous_skips(target, options) if resumed else []
         try:
-            selected = 0
+            selected = len(resumed)
             for i, (bench, label) in enumerate(groups):
+                if label in resumed:
+                    log.write(f"{label}: kept from an earlier run\n")
+                    continue
                 def on_percent(p, i=i, label=label):
                     if progress:
                         progress(target, label, (i + p / 100) / len(groups))
@@ -235,6 +248,8 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
                 if code != 0:
                     failed.append(label)
                     causes[label] = cause
+                else:
+                    done.append(label)
             if not selected:
                 raise HarnessError(f"no benchmark matches --bench {options.bench!r} "
                                    "(parameterized names end in '(params)': do not anchor with $)")
@@ -242,7 +257,8 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         finally:
             out = results_file(options, target.commit)
             if out.exists():
-                write_identity(out, target, options, _read_skips(skip_log), interrupted)
+                write_identity(out, target, options, kept_skips + _read_skips(skip_log),
+                               interrupted, done)
             skip_log.unlink(missing_ok=True)
     shared = options.results_dir / "benchmarks.json"
     if shared.exists():
@@ -253,7 +269,25 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         tmp.replace(tmp.with_suffix(""))
     out = results_file(options, target.commit)
     return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,
-                        log_path, causes)
+                        log_path, kept=resumed, causes=causes)
+
+
+def _groups_already_done(target: Target, options: Options) -> list[str]:
+    """Groups a run of the same target, tier and selection already finished: a rerun measures
+    only what is missing (everything again with ``remeasure``)."""
+    from harness.store.history import load_identity
+    path = results_file(options, target.commit)
+    identity = load_identity(path) if path.exists() and not options.remeasure else {}
+    if not identity:
+        return []
+    same = (identity.get("tier"), identity.get("bench"), identity.get("subject")) == \
+        (options.tier, options.bench, target.spec)
+    return list(identity.get("groups_done") or []) if same else []
+
+
+def _previous_skips(target: Target, options: Options) -> list[dict]:
+    from harness.store.history import load_identity
+    return list(load_identity(results_file(options, target.commit)).get("skipped") or [])
 
 
 def _run_exact(target: Target, options: Options, bench: str | None, skip_log: Path,

@@ -28,7 +28,7 @@ RESULTS_VERSION = 2
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
            "params", "status", "value", "samples", "q_25", "q_75", "ci_99_a", "ci_99_b",
            "number", "repeat", "started_at", "duration", "harness_commit", "device", "subject",
-           "file"]
+           "complete", "file"]
 
 
 class HistoryWarning(UserWarning):
@@ -138,9 +138,16 @@ def load_identity(results_file: str | Path) -> dict:
         return {}
 
 
+def is_complete(identity: dict) -> bool:
+    """A commit is measured once its identity says the run finished: a killed run (no identity)
+    or an interrupted one is incomplete everywhere (history, compare, nightly)."""
+    return bool(identity) and identity.get("interrupted") is False
+
+
 def _identity(path: Path) -> dict:
     data = load_identity(path)
-    return {k: data.get(k) for k in ("harness_commit", "device", "subject")}
+    return {**{k: data.get(k) for k in ("harness_commit", "device", "subject")},
+            "complete": is_complete(data)}
 
 
 def load_history(results_dir: str | Path) -> pd.DataFrame:
