@@ -93,6 +93,8 @@ def test_identity_records_ladders_and_the_summary_is_printed(measured):
     assert "run summary" in proc.stdout
     # the closing comparison of first and last target is printed
     assert "(base) →" in proc.stdout
+    # piped: a line per unit of work (target × group)
+    assert proc.stdout.count("[exact (in process)] started") == len(names)
 
 
 def test_machine_file_is_written_in_full_and_other_entries_kept(measured):

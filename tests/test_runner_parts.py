@@ -96,3 +96,36 @@ def test_tier_is_chosen_without_editing_files():
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "SPYRE_BENCH_TIER": "huge"})
     assert bad.returncode != 0 and "SPYRE_BENCH_TIER='huge'" in bad.stderr
+
+
+def test_a_failed_asv_step_is_reported_by_the_line_that_says_why(spyre_repo, tmp_path,
+                                                                  monkeypatch):
+    """ASV's own failure (a configured branch the clone lacks), through the runner's real call."""
+    import io
+    from harness.runner.runner import Options, _asv_command, _run_group
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ensure_machine("box", tmp_path / ".asv-machine.json")
+    conf = write_config(tmp_path / "asv.conf.json", spyre_repo.path, tmp_path / "results",
+                        branches=["no-such-branch"])
+    options = Options(repo=spyre_repo.path, results_dir=tmp_path / "results", machine="box",
+                      device="cpu")
+    cmd = _asv_command(conf, spyre_repo.commits["pre-810"], options, "^kernel\\.")
+    code, cause = _run_group(cmd, {**os.environ, "HOME": str(tmp_path)}, io.StringIO(),
+                             lambda p: None)
+    assert code != 0 and "Unknown branch" in cause and "no-such-branch" in cause, cause
+
+
+def test_progress_in_a_pipe_is_a_line_per_unit_and_a_heartbeat(tmp_path):
+    import time
+    from harness.runner.progress import LineProgress
+    from harness.runner.runner import Target
+    lines = []
+    target = Target("abc12345 docs", "abc12345" * 5, "reference:pre-810")
+    with LineProgress(lines.append, interval=0.3) as progress:
+        progress(target, "kernel", 0.5)
+        time.sleep(1.0)
+        progress(target, "kernel", 0.6)       # same unit: no new "started" line
+    assert lines[0] == "  abc12345 docs [kernel] started (50%)"
+    beats = [ln for ln in lines[1:] if "elapsed" in ln]
+    assert len(beats) >= 2 and all("[kernel]" in ln for ln in beats)
+    assert sum("started" in ln for ln in lines) == 1
