@@ -89,3 +89,20 @@ def test_export_round_trips(results_dir, tmp_path, suffix):
 def test_export_rejects_unknown_formats(results_dir, tmp_path):
     with pytest.raises(HarnessError, match=".parquet or .csv"):
         export(load_history(results_dir), tmp_path / "h.xlsx")
+
+
+def test_a_commit_is_complete_only_when_its_identity_says_the_run_finished(results_dir):
+    from harness.store.identity import Identity, read
+    files = sorted((results_dir / "box").glob("*-spyre-*.json"))
+    assert not load_history(results_dir)["complete"].any()       # killed: no identity at all
+    Identity(subject="git:x@a", commit="a" * 40, interrupted=True).write(files[0])
+    assert not load_history(results_dir)["complete"].any()       # interrupted
+    Identity(subject="git:x@a", commit="a" * 40, interrupted=False,
+             ladders={json.dumps([192, 2048, 32, "batched"]): {"kv": [192]}}).write(files[0])
+    frame = load_history(results_dir)
+    assert frame[frame.machine == "box"]["complete"].all()
+    assert not frame[frame.machine == "other"]["complete"].any()
+    back = read(files[0])
+    assert back.complete and back.ladders_by_config() == [
+        ({"block_size": 192, "max_model_len": 2048, "max_num_seqs": 32, "overrides": "batched"},
+         {"kv": [192]})]

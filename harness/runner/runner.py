@@ -25,7 +25,6 @@ from harness import __version__, suite
 from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
-from harness.store.history import IDENTITY_SUFFIX
 from harness.store.lock import results_lock
 from harness.store.names import checked_name
 
@@ -175,18 +174,13 @@ def ladders_snapshot(spec: str, tier: str) -> dict:
 
 def write_identity(path: Path, target: Target, options: Options, skipped: list[dict],
                    interrupted: bool, groups_done: list[str] | None = None) -> Path:
-    side = path.with_suffix(IDENTITY_SUFFIX)
-    side.parent.mkdir(parents=True, exist_ok=True)
-    data = {"subject": target.spec, "label": target.label, "commit": target.commit,
-            "harness_version": __version__, "harness_commit": harness_commit(),
-            "device": options.device, "tier": options.tier, "python": sys.version.split()[0],
-            "skipped": skipped, "interrupted": interrupted, "written_at": time.time(),
-            "bench": options.bench, "groups_done": groups_done or [],
-            "ladders": ladders_snapshot(target.spec, options.tier)}
-    tmp = side.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(side)
-    return side
+    from harness.store.identity import Identity
+    return Identity(subject=target.spec, commit=target.commit, label=target.label,
+                    harness_version=__version__, harness_commit=harness_commit(),
+                    device=options.device, tier=options.tier, python=sys.version.split()[0],
+                    skipped=skipped, interrupted=interrupted, bench=options.bench,
+                    groups_done=list(groups_done or []),
+                    ladders=ladders_snapshot(target.spec, options.tier)).write(path)
 
 
 def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
@@ -275,19 +269,19 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
 def _groups_already_done(target: Target, options: Options) -> list[str]:
     """Groups a run of the same target, tier and selection already finished: a rerun measures
     only what is missing (everything again with ``remeasure``)."""
-    from harness.store.history import load_identity
+    from harness.store import identity
     path = results_file(options, target.commit)
-    identity = load_identity(path) if path.exists() and not options.remeasure else {}
-    if not identity:
+    found = identity.read(path) if path.exists() and not options.remeasure else None
+    if found is None:
         return []
-    same = (identity.get("tier"), identity.get("bench"), identity.get("subject")) == \
-        (options.tier, options.bench, target.spec)
-    return list(identity.get("groups_done") or []) if same else []
+    same = (found.tier, found.bench, found.subject) == (options.tier, options.bench, target.spec)
+    return list(found.groups_done) if same else []
 
 
 def _previous_skips(target: Target, options: Options) -> list[dict]:
-    from harness.store.history import load_identity
-    return list(load_identity(results_file(options, target.commit)).get("skipped") or [])
+    from harness.store import identity
+    found = identity.read(results_file(options, target.commit))
+    return list(found.skipped) if found else []
 
 
 def _run_exact(target: Target, options: Options, bench: str | None, skip_log: Path,

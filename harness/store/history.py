@@ -21,8 +21,7 @@ import pandas as pd
 
 from harness.errors import HarnessError
 
-#: Sidecar written next to each results file: which harness, device and subject produced it.
-IDENTITY_SUFFIX = ".identity"
+from harness.store.identity import IDENTITY_SUFFIX  # noqa: F401  (re-exported)
 RESULTS_VERSION = 2
 
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
