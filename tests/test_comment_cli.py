@@ -86,7 +86,7 @@ def test_bad_token_is_one_line_exit_2_without_the_token(fake, body):
      "no GitHub token: set SPYRE_BENCH_GITHUB_TOKEN or GITHUB_TOKEN"),
     (["--post", "--pr", "810"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo"),
     (["--post"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo and --pr"),
-    (["--repo", REPO], {}, "--repo, --pr, --expect-head-sha and --author only apply with --post"),
+    (["--repo", REPO], {}, "--repo, --pr, --expect-head-* and --author only apply with --post"),
     (["--post", "--repo", "not a repo", "--pr", "1"], {"GITHUB_TOKEN": TOKEN},
      "repository 'not a repo': expected OWNER/NAME"),
     (["--post", "--repo", REPO, "--pr", "811"], {"GITHUB_TOKEN": TOKEN},
@@ -116,7 +116,7 @@ def test_unreadable_body_files_are_one_line(tmp_path, content, message):
 
 def test_no_body_source_is_an_error():
     proc = comment()
-    assert proc.returncode == 2 and "no comment body: give --body-file FILE" in proc.stderr
+    assert proc.returncode == 2 and "no comment body: give --comparison-json FILE" in proc.stderr
 
 
 def test_an_oversized_body_is_cut_with_a_pointer_to_the_run(tmp_path):
