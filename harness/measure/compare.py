@@ -29,7 +29,7 @@ def _prepare_sides(comparison: Comparison, probe, base: Subject, head: Subject, 
         try:
             sides.append(probes.prepare(probe, subject, dev))
         except KernelMismatch as exc:
-            comparison.mismatches.append((f"probe {probe.name} ({side}: {subject.spec})", str(exc)))
+            comparison.mismatches.append((f"probe {probe.name} ({side})", str(exc)))
             return None
         except HarnessError as exc:
             what = f"{BENCHMARK} probe {probe.name}"

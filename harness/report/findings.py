@@ -349,6 +349,9 @@ def headline(doc: dict, found: list[Finding]) -> str:
         return "✅ every change acknowledged"
     if not doc["exact_compared"] and not doc["timings"]:
         return "⚠️ nothing compared"
+    if not doc["timings_measured"] or doc["oracle"] is None:
+        return "⚪ exact figures unchanged; " + ("timings not measured" if not
+                                                 doc["timings_measured"] else "oracle not run")
     return "🟢 no change"
 
 
@@ -374,6 +377,8 @@ def status(doc: dict) -> str:
         kinds = defaultdict(int)
         for t in doc["timings"]:
             kinds[t["verdict"]["kind"]] += 1
-        text = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "none paired"
+        text = ", ".join(f"{n} {k if n == 1 or k != 'regression' else 'regressions'}"
+                         if k != "improvement" or n == 1 else f"{n} improvements"
+                         for k, n in kinds.items()) or "none paired"
         parts.append(f"timings: {text}" + (" (advisory)" if doc["timing_advisory"] else ""))
     return " · ".join(parts)
