@@ -137,16 +137,29 @@ def test_help_explains_tokens_and_exit_codes():
         assert words in text
 
 
-def test_posting_needs_only_urllib3_and_rich(fake, body):
-    """The privileged workflows install spyre-bench --no-deps plus urllib3, rich, markdown-it-py:
-    posting must import nothing else outside the standard library."""
+def test_posting_needs_only_the_hash_pinned_packages(fake, tmp_path):
+    """The privileged workflows install only requirements/post.txt (urllib3, rich, markdown-it-py
+    and their own dependencies) and run spyre-bench from its checkout: validating, rendering and
+    posting a comparison document must import nothing else outside the standard library."""
+    from harness.analyze.compare import as_document, compare_subjects
+    from harness.matrix import tier_cases
+    from harness.subjects import resolve_subject
+    from harness.workloads import specs
+    doc = as_document(compare_subjects(resolve_subject("reference:pre-810"),
+                                       resolve_subject("reference:post-810-topup"),
+                                       tier_cases("quick")[:2], specs(["bimodal"])))
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps(doc))
     code = ("import sys\nfrom harness.cli import main\n"
-            f"rc = main(['comment', '--body-file', {str(body)!r}, '--post', '--repo', {REPO!r}, "
+            f"rc = main(['comment', '--comparison-json', {str(path)!r}, '--post', '--repo', {REPO!r}, "
             "'--pr', '810'])\n"
             "top = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
             "import json; print(rc, json.dumps(sorted(m for m in top if m[0] != '_')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env_for(fake)})
     rc, _, modules = proc.stdout.splitlines()[-1].partition(" ")
-    allowed = {"harness", "urllib3", "rich", "markdown_it", "mdurl", "pygments"}  # rich's own deps
+    allowed = {"harness", "urllib3", "rich", "markdown_it", "mdurl", "pygments"}  # post.txt
     assert rc == "0" and set(json.loads(modules)) <= allowed, proc.stdout + proc.stderr
+    posted = fake.comments_on(REPO, 810)[0]["body"]
+    assert posted.startswith(f"{MARKER}\n### spyre-bench: 🟡 2 other changes")
+    assert "batched num\\_seqs ladder" in posted
