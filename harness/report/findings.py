@@ -352,6 +352,10 @@ def headline(doc: dict, found: list[Finding]) -> str:
     if not doc["timings_measured"] or doc["oracle"] is None:
         return "⚪ exact figures unchanged; " + ("timings not measured" if not
                                                  doc["timings_measured"] else "oracle not run")
+    unsure = sum(t["verdict"]["kind"] == "inconclusive" for t in doc["timings"])
+    if unsure or doc["timing_advisory"]:
+        return "⚪ no change found; " + (f"{unsure} timings inconclusive" if unsure
+                                          else "timing verdicts advisory")
     return "🟢 no change"
 
 
