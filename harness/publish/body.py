@@ -73,9 +73,6 @@ def with_marker(body: str, key: str = DEFAULT_KEY) -> str:
     return f"{marker(key)}\n{text}"
 
 
-#: Kept for callers of the old name.
-ensure_marker = with_marker
-
 
 def fit_body(body: str, limit: int = GITHUB_BODY_LIMIT, pointer_text: str = DEFAULT_POINTER) -> str:
     """``body`` unchanged when it fits ``limit`` characters; otherwise cut at a line boundary.

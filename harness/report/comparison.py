@@ -24,27 +24,6 @@ class MetricSummary:
     largest: ExactChange
 
 
-def verdict(c: Comparison) -> str:
-    """One line: what changed, exact first (deterministic), then timings."""
-    parts = []
-    if c.exact or c.ladders:
-        worse = sum(1 for e in c.exact if e.direction == "worse")
-        parts.append(f"exact figures changed: {len(c.exact)} of {c.exact_compared} "
-                     f"({worse} worse, {len(c.exact) - worse} better)"
-                     + (f", {len(c.ladders)} ladder changes" if c.ladders else ""))
-    else:
-        parts.append(f"exact figures identical ({c.exact_compared} compared)")
-    kinds = c.timing_kinds()
-    if c.timings:
-        parts.append("timings: " + ", ".join(
-            f"{kinds.get(k, 0)} {k if k != 'regression' or kinds.get(k) == 1 else 'regressions'}"
-            for k in ("regression", "improvement", "no change", "inconclusive")
-            if kinds.get(k)))
-    if c.problems:
-        parts.append("NOT COMPARABLE: " + "; ".join(c.problems))
-    return "; ".join(parts)
-
-
 def metric_summaries(c: Comparison) -> list[MetricSummary]:
     by_metric: dict[str, list[ExactChange]] = defaultdict(list)
     for e in c.exact:
