@@ -23,7 +23,7 @@ from harness.report.markdown_escape import code, escape
 
 #: Room left for the marker the publisher adds.
 _MARKER_ROOM = 100
-_CAP = 150
+_CAP = 100
 
 
 def _cells(values) -> str:
@@ -61,18 +61,24 @@ def _where(doc: dict) -> str:
 
 
 def _ladder_table(doc: dict) -> list[str]:
+    """Every ladder change; the same change under several envs is one row naming them all."""
     if not doc["ladders"]:
         return []
     rank = {a: i for i, a in enumerate(AXIS_ORDER)}
-    items = sorted(doc["ladders"], key=lambda ld: (rank.get(ld["axis"], 99),
-                                                   str(ld["params"].get("overrides")),
-                                                   ld["params"].get("block_size") or 0,
-                                                   ld["params"].get("max_model_len") or 0))
-    rows = [[escape(ld["axis"]), f"{ladder(ld['base'])} → {ladder(ld['head'])}",
-             _at(ld["params"])] for ld in items[:_CAP]]
+    rows: dict[tuple, list] = {}
+    for ld in doc["ladders"]:
+        where = {k: v for k, v in ld["params"].items() if k != "overrides"}
+        key = (ld["axis"], str(ld["base"]), str(ld["head"]), str(sorted(where.items())))
+        rows.setdefault(key, [ld, []])[1].append(str(ld["params"].get("overrides")))
+    items = sorted(rows.values(), key=lambda r: (rank.get(r[0]["axis"], 99), r[1],
+                                                 r[0]["params"].get("block_size") or 0,
+                                                 r[0]["params"].get("max_model_len") or 0))
+    table = [[escape(ld["axis"]), f"{ladder(ld['base'])} → {ladder(ld['head'])}",
+              _at({k: v for k, v in ld["params"].items() if k != "overrides"})
+              + " \\| env " + escape(", ".join(envs))] for ld, envs in items[:_CAP]]
     more = [f"… and {len(items) - _CAP} more (`--json`)"] if len(items) > _CAP else []
-    return _details(f"ladder changes: {len(items)} (axis × config)",
-                    _table(["axis", "before → after", "at"], rows) + more)
+    return _details(f"ladder changes: {len(doc['ladders'])} (axis × config × env) in "
+                    f"{len(items)} rows", _table(["axis", "before → after", "at"], table) + more)
 
 
 def _compile_table(doc: dict) -> list[str]:
