@@ -86,7 +86,7 @@ def test_bad_token_is_one_line_exit_2_without_the_token(fake, body):
      "no GitHub token: set SPYRE_BENCH_GITHUB_TOKEN or GITHUB_TOKEN"),
     (["--post", "--pr", "810"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo"),
     (["--post"], {"GITHUB_TOKEN": TOKEN}, "--post needs --repo and --pr"),
-    (["--repo", REPO], {}, "--repo, --pr, --expect-head-sha and --author only apply with --post"),
+    (["--repo", REPO], {}, "--repo, --pr, --expect-head-* and --author only apply with --post"),
     (["--post", "--repo", "not a repo", "--pr", "1"], {"GITHUB_TOKEN": TOKEN},
      "repository 'not a repo': expected OWNER/NAME"),
     (["--post", "--repo", REPO, "--pr", "811"], {"GITHUB_TOKEN": TOKEN},
@@ -116,7 +116,7 @@ def test_unreadable_body_files_are_one_line(tmp_path, content, message):
 
 def test_no_body_source_is_an_error():
     proc = comment()
-    assert proc.returncode == 2 and "no comment body: give --body-file FILE" in proc.stderr
+    assert proc.returncode == 2 and "no comment body: give --comparison-json FILE" in proc.stderr
 
 
 def test_an_oversized_body_is_cut_with_a_pointer_to_the_run(tmp_path):
@@ -137,16 +137,29 @@ def test_help_explains_tokens_and_exit_codes():
         assert words in text
 
 
-def test_posting_needs_only_urllib3_and_rich(fake, body):
-    """The privileged workflows install spyre-bench --no-deps plus urllib3, rich, markdown-it-py:
-    posting must import nothing else outside the standard library."""
+def test_posting_needs_only_the_hash_pinned_packages(fake, tmp_path):
+    """The privileged workflows install only requirements/post.txt (urllib3, rich, markdown-it-py
+    and their own dependencies) and run spyre-bench from its checkout: validating, rendering and
+    posting a comparison document must import nothing else outside the standard library."""
+    from harness.analyze.compare import as_document, compare_subjects
+    from harness.matrix import tier_cases
+    from harness.subjects import resolve_subject
+    from harness.workloads import specs
+    doc = as_document(compare_subjects(resolve_subject("reference:pre-810"),
+                                       resolve_subject("reference:post-810-topup"),
+                                       tier_cases("quick")[:2], specs(["bimodal"])))
+    path = tmp_path / "comparison.json"
+    path.write_text(json.dumps(doc))
     code = ("import sys\nfrom harness.cli import main\n"
-            f"rc = main(['comment', '--body-file', {str(body)!r}, '--post', '--repo', {REPO!r}, "
+            f"rc = main(['comment', '--comparison-json', {str(path)!r}, '--post', '--repo', {REPO!r}, "
             "'--pr', '810'])\n"
             "top = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
             "import json; print(rc, json.dumps(sorted(m for m in top if m[0] != '_')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env_for(fake)})
     rc, _, modules = proc.stdout.splitlines()[-1].partition(" ")
-    allowed = {"harness", "urllib3", "rich", "markdown_it", "mdurl", "pygments"}  # rich's own deps
+    allowed = {"harness", "urllib3", "rich", "markdown_it", "mdurl", "pygments"}  # post.txt
     assert rc == "0" and set(json.loads(modules)) <= allowed, proc.stdout + proc.stderr
+    posted = fake.comments_on(REPO, 810)[0]["body"]
+    assert posted.startswith(f"{MARKER}\n### spyre-bench: 🟡 2 other changes")
+    assert "batched num\\_seqs ladder" in posted

@@ -62,3 +62,60 @@ def test_cli_exit_codes_for_a_ci_gate(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness", "compare", "c" * 8, B[:8],
                            "--results-dir", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and "no stored results for commit 'cccccccc'" in proc.stderr
+
+
+# -- issue 11: every exact series compared; stored timings are advisory, and say why -----------
+
+GRAPHS = "kernel.Compile.track_graphs"
+
+
+def results_apart(tmp_path, apart_s=3600.0, head_graphs=5, head_nb=(5, 4)):
+    """Base and head measured ``apart_s`` seconds apart (ASV's started_at, ms), graphs 3 -> 5."""
+    (tmp_path / "benchmarks.json").write_text(json.dumps({
+        NB: {"type": "track", "unit": "buckets", "param_names": ["block_size"]},
+        GRAPHS: {"type": "track", "unit": "graphs", "param_names": ["probe"]},
+        TIME: {"type": "time", "unit": "seconds", "param_names": ["probe"]}, "version": 2}))
+    rng = np.random.default_rng(5)
+    start = 1_700_000_000_000
+    for commit, graphs, nb, t0 in ((A, 3, [5, 4], start), (B, head_graphs, list(head_nb),
+                                                            start + int(apart_s * 1000))):
+        samples = list(rng.lognormal(np.log(1e-3), 0.05, 20))
+        write_results(tmp_path, commit=commit, results={
+            NB: [nb, [["128", "192"]], "1", t0, 1.0],
+            GRAPHS: [[graphs], [["'small'"]], "1", t0, 1.0],
+            TIME: [[float(np.median(samples))], [["'small'"]], "1", t0 + 2000, 30.0, None, None,
+                   None, None, None, None, [samples]]})
+    return load_history(tmp_path)
+
+
+def test_a_kernel_compile_graph_change_is_reported_as_exact(tmp_path):
+    c = compare_stored(results_apart(tmp_path), A, B)
+    assert [(e.metric, e.base, e.head, e.direction) for e in c.exact] == [
+        (GRAPHS, 3, 5, "worse")]
+    assert c.exact_compared == 3
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", A[:8], B[:8],
+                           "--results-dir", str(tmp_path), "--json", "-"],
+                          capture_output=True, text=True)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["exact_changed"][0]["metric"] == GRAPHS
+
+
+def test_stored_timings_are_advisory_and_say_they_were_not_interleaved(tmp_path):
+    results_apart(tmp_path, apart_s=3 * 3600)
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", A[:8], B[:8],
+                           "--results-dir", str(tmp_path), "--markdown", str(tmp_path / "c.md")],
+                          capture_output=True, text=True)
+    text = (tmp_path / "c.md").read_text().replace("\\", "")
+    for out in (proc.stdout, text):
+        assert "not measured interleaved" in out and "measured 3.0 h apart" in out
+        assert "host load while measuring was not recorded" in out
+        assert "(advisory)" in out
+
+
+def test_a_figure_the_head_no_longer_records_is_lost(tmp_path):
+    frame = results_apart(tmp_path, head_nb=(5, math.nan))
+    c = compare_stored(frame, A, B)
+    assert c.lost and "head skipped" in c.lost[0][1]
+    from harness.analyze.compare import as_document
+    from harness.report.comparison import FAIL_ON, exit_code
+    assert exit_code(as_document(c), set(FAIL_ON)) == 1

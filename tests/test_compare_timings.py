@@ -6,6 +6,7 @@ the same output, twice the work).
 """
 
 import json
+import re
 import subprocess
 import sys
 
@@ -19,9 +20,10 @@ ARGS = ["--block-size", "64", "--max-model-len", "512", "--workload", "bimodal",
         "--json", "-"]
 
 
-def compare(base, head, *extra):
+def compare(base, head, *extra, markdown=None):
+    more = ["--markdown", str(markdown)] if markdown else []
     proc = subprocess.run([sys.executable, "-m", "harness", "compare", "--base", base, "--head",
-                           head, *ARGS, *extra], capture_output=True, text=True)
+                           head, *ARGS, *more, *extra], capture_output=True, text=True)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -30,18 +32,26 @@ def verdicts(data) -> dict[str, str]:
     return {t["params"]["probe"]: t["verdict"]["kind"] for t in data["timings"]}
 
 
-def test_a_a_comparison_reports_no_timing_change(spyre_repo):
+def test_a_a_comparison_reports_no_timing_change(spyre_repo, tmp_path):
     spec = spyre_repo.spec("810-clamp")
-    code, data = compare(spec, spec)
+    code, data = compare(spec, spec, markdown=tmp_path / "c.md")
     kinds = verdicts(data)
     assert set(kinds) == {"small-4x8", "small-4x8-per-seq", "notes-4x16", "review-4x3-kv-above"}
     assert not {"regression", "improvement"} & set(kinds.values()), data["timings"]
     assert code == 0 and data["exact_changed"] == []
+    assert data["oracle"] == {"matched": 4, "checked": 4} and data["timings_measured"]
+    text = (tmp_path / "c.md").read_text()
+    assert "oracle\\: 4/4 probes match" in text and "timings not measured" not in text
+    if not data["timing_advisory"] and "inconclusive" not in kinds.values():
+        assert text.startswith("### spyre-bench: 🟢 no change")   # nothing left to doubt
+    else:
+        assert text.startswith("### spyre-bench: ⚪ no change found")
 
 
-def test_planted_2x_slowdown_is_a_regression(spyre_repo):
+def test_planted_2x_slowdown_is_a_regression(spyre_repo, tmp_path):
     slow = plant_slowdown(spyre_repo, "810-clamp")
-    code, data = compare(spyre_repo.spec("810-clamp"), spyre_repo.spec(slow))
+    code, data = compare(spyre_repo.spec("810-clamp"), spyre_repo.spec(slow),
+                         markdown=tmp_path / "c.md")
     kinds = verdicts(data)
     batched = ("small-4x8", "notes-4x16", "review-4x3-kv-above")
     assert all(kinds[p] == "regression" for p in batched), data["timings"]
@@ -49,6 +59,10 @@ def test_planted_2x_slowdown_is_a_regression(spyre_repo):
     ratios = [t["verdict"]["ratio"] for t in data["timings"] if t["params"]["probe"] in batched]
     assert all(1.6 < r < 2.6 for r in ratios), ratios
     assert code == 1 and data["exact_changed"] == []          # a pure timing change
+    text = (tmp_path / "c.md").read_text().replace("\\", "")
+    assert text.startswith("### spyre-bench: 🔴")
+    assert re.search(r"🔴 timing regression.*probe notes-4x16 \d\.\d\d× \(slower; .*95% CI "
+                     r"\d\.\d\d–\d\.\d\d×", text)
 
 
 @pytest.mark.parametrize("scale,expected", [(1.0, {"no change"}), (1.6, {"regression"}),

@@ -1,57 +1,186 @@
-"""The PR comment for the generated repo's pre-#810 -> #810 commits, pinned as a golden file.
+"""The PR comment, pinned as golden files: #810, A/A, a wrong kernel, a lost bucketer, a planted 2×
+slowdown with and without timings.
 
 Regenerate after an intended change with ``SPYRE_BENCH_UPDATE_GOLDEN=1 pytest tests/test_pr_comment.py``
 and review the diff like code.
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from harness.analyze.compare import compare_subjects
+from harness.analyze.compare import add_timings, as_document, compare_subjects
 from harness.matrix import tier_cases
-from harness.publish.body import GITHUB_BODY_LIMIT, MARKER
+from harness.measure.compare import check_kernels
+from harness.publish.body import GITHUB_BODY_LIMIT
+from harness.report.comparison import FAIL_ON, exit_code
 from harness.report.markdown import render
+from harness.report.markdown_escape import escape
+from harness.report.schema import validate
 from harness.subjects import resolve_subject
 from harness.workloads import specs
+from tests.fixtures.spyre_repo import BACKEND, plant_slowdown
 
-GOLDEN = Path(__file__).parent / "golden" / "pr810-comment.md"
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = bool(os.environ.get("SPYRE_BENCH_UPDATE_GOLDEN"))
+WRONG_SCALE = ("* scale  # [B_s, KV, QPKV, bs]", "* (scale * 1.5)  # [B_s, KV, QPKV, bs]")
 
+
+def plant_wrong_kernel(repo, parent="810-clamp") -> str:
+    """A commit whose batched decode kernel scales the logits by 1.5: wrong output, same figures."""
+    return repo.edit(BACKEND, *WRONG_SCALE, parent=parent, message="decode kernel: wrong scale")
+
+
+def document(repo, base, head, cases=None, workloads=None, oracle=False) -> dict:
+    b, h = resolve_subject(repo.spec(base)), resolve_subject(repo.spec(head))
+    c = compare_subjects(b, h, cases or tier_cases("quick"), specs(workloads))
+    if oracle:
+        check_kernels(c, b, h, device="cpu")
+    doc = as_document(c)
+    validate(doc)
+    return doc
+
+
+def pinned(name: str, doc: dict, repo, **names) -> str:
+    """The rendered comment, equal to its golden file; ``names``: commits added by this test."""
+    text = render(doc).replace(str(repo.path), "<fixture>").replace(escape(str(repo.path)),
+                                                                    "<fixture>")
+    for label, rev in names.items():
+        text = text.replace(repo.rev(rev), f"<{label}>").replace(repo.rev(rev)[:12], f"<{label}>")
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed: see the module docstring"
+    return text
+
+
+def first_screen(text: str, lines: int = 16) -> str:
+    return "\n".join(text.splitlines()[:lines])
+
+
+def plain(text: str) -> str:
+    """The rendered comment's text (what a reader sees), for assertions."""
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    return re.sub(r"<[^>]+>", "", html).replace("&amp;", "&").replace("\u200d", "")
+
+
+# -- #810 -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def comment(spyre_repo):
-    comparison = compare_subjects(resolve_subject(spyre_repo.spec("pre-810")),
-                                  resolve_subject(spyre_repo.spec("810-topup")),
-                                  tier_cases("quick"), specs())
-    return render(comparison).replace(str(spyre_repo.path), "<fixture>")
+def pr810(spyre_repo):
+    doc = document(spyre_repo, "pre-810", "810-topup", oracle=True)
+    return doc, pinned("pr810-comment.md", doc, spyre_repo)
 
 
-def test_comment_matches_the_golden_file(comment):
-    if os.environ.get("SPYRE_BENCH_UPDATE_GOLDEN"):
-        GOLDEN.write_text(comment)
-    assert comment == GOLDEN.read_text(), "comment changed: see the module docstring"
+def test_810_first_screen_carries_the_reviews_five_findings(pr810):
+    doc, text = pr810
+    top = plain(first_screen(text))
+    assert len(text) < GITHUB_BODY_LIMIT and exit_code(doc, set(FAIL_ON)) == 1
+    # 1: block_size 192 moves the default ladder, marked as a regression
+    assert re.search(r"🔴 regression in the default config .*block_size 192", top)
+    for change in ("max_model_len 256 [1,2] → [2]", "max_model_len 2048 [1,2,4,8,11] → [2,3,6,11]",
+                   "max_model_len 32768 [1,2,4,8,16,32,64,128,171] → [2,3,6,11,22,43,86,171]"):
+        assert change in top, change
+    # 2: the override above max_model_len, spelled out, with its factor
+    line = next(x for x in top.splitlines() if "SPYRE_ATTN_KV_BUCKETS=128,8192" in x)
+    assert "block_size 64, max_model_len 2048 [1,2,4,8,16,32] → [2,128]" in line
+    assert "iters/layer 4 → 128, 32×" in line and "× 16 configs" in line
+    # 3: host-to-device bytes scale with it (the mask tensor)
+    assert re.search(r"mask/step [\d.]+ KiB → [\d.]+ MiB, 32×", line)
+    # 4: correctness preserved: the oracle ran and every probe matched
+    assert "oracle: 4/4 probes match" in top
+    # 5: zero fewer compiles by default; fewer only where the ladder shortens
+    assert "default config at block_size 64, 128, 256" in top and "0 fewer compiles" in top
+    sparse = next(x for x in top.splitlines() if "SPYRE_ATTN_KV_BUCKETS=512,1024,2048" in x)
+    assert "block_size 64, max_model_len 2048 6 → 3 (3 fewer)" in sparse
+    # findings first, ranked: default regression before the override-only ones
+    assert top.index("default config (no env override)") < top.index("SPYRE_ATTN_KV_BUCKETS")
+    # no rounding hides a change
+    assert not re.search(r"(\d[\d.,]* [KM]iB) → \1\b", text)
 
 
-def test_comment_says_what_the_review_found(comment):
-    assert comment.startswith(MARKER + "\n") and len(comment) < GITHUB_BODY_LIMIT
-    # point 1: block_size 192 ladder changes, by default
-    for change in ("[1,2] → [2]", "[1,2,4,8,11] → [2,3,6,11]",
-                   "[1,2,4,8,16,32,64,128,171] → [2,3,6,11,22,43,86,171]"):
-        assert re.search(re.escape(change) + r" \| bs 192, mml \d+", comment), change
-    # point 2: the 4 -> 128 iterations case under the kv override
-    assert re.search(r"iters/layer \| bs 64, mml 2048, mns 32, env kv\\-above\\-limit, "
-                     r"workload four\\-3\\-block\\-decodes \| 4 → 128", comment)
-    # point 5: zero fewer compiles at power-of-two block sizes, by default (env batched)
-    row = next(line for line in comment.splitlines() if line.startswith("| env batched |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert all("(0 fewer)" in cells[i] for i in (1, 2, 4)), row     # bs 64, 128, 256
-    assert "fewer)" in cells[3] and "(0 fewer)" not in cells[3]    # bs 192
+def test_810_full_tables_are_folded_below(pr810):
+    _, text = pr810
+    head, _, folded = text.partition("<details>")
+    assert "| --- |" not in head and text.count("<details>") >= 3
 
+
+# -- A/A, wrong kernel, lost bucketer ---------------------------------------------------------
+
+def test_a_a_comparison_is_at_most_ten_lines(spyre_repo):
+    doc = document(spyre_repo, "810-clamp", "810-clamp")
+    text = pinned("aa-comment.md", doc, spyre_repo)
+    assert len(text.strip().splitlines()) <= 10
+    assert "timings not measured" in text and "🟢" not in text
+    assert exit_code(doc, set(FAIL_ON)) == 0
+
+
+def compare_cli(repo, base, head, *extra):
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", "--base", repo.spec(base),
+                           "--head", repo.spec(head), "--block-size", "64",
+                           "--max-model-len", "2048", "--json", "-", *extra],
+                          capture_output=True, text=True)
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc
+
+
+def test_wrong_kernel_is_red_x_at_the_top_and_exit_1(spyre_repo):
+    wrong = plant_wrong_kernel(spyre_repo)
+    code, doc, proc = compare_cli(spyre_repo, "810-clamp", wrong, "--oracle")
+    assert code == 1, proc.stderr
+    assert doc["mismatches"] and doc["exact_changed"] == []   # same figures, wrong output
+    text = pinned("wrong-kernel-comment.md", doc, spyre_repo, wrong=wrong)
+    assert text.startswith("### spyre-bench: ❌ wrong kernel")
+    assert "❌ wrong kernel: probe" in plain(first_screen(text, 8)) and "🟢" not in text
+
+
+def test_lost_bucketer_is_red_x_and_exit_1(spyre_repo):
+    code, doc, proc = compare_cli(spyre_repo, "pre-810", "no-bucketer")
+    assert code == 1, proc.stderr
+    text = pinned("lost-bucketer-comment.md", doc, spyre_repo)
+    assert text.startswith("### spyre-bench: ❌ lost")
+    assert f"{len(doc['lost'])} not compared" in text and "🟢" not in text
+
+
+# -- the planted 2× slowdown --------------------------------------------------------------------
+
+def test_slowdown_without_timings_says_timings_not_measured(spyre_repo):
+    slow = plant_slowdown(spyre_repo, "810-clamp")
+    doc = document(spyre_repo, "810-clamp", slow, tier_cases("quick")[:4], ["bimodal"])
+    text = pinned("slowdown-untimed-comment.md", doc, spyre_repo, slow=slow)
+    assert "timings not measured" in first_screen(text, 4) and "🟢" not in text
+
+
+def test_slowdown_with_timings_is_red_with_ratio_and_interval(spyre_repo):
+    """Timing samples are seeded here (real ones: tests/test_compare_timings.py) to pin the text."""
+    slow = plant_slowdown(spyre_repo, "810-clamp")
+    b, h = resolve_subject(spyre_repo.spec("810-clamp")), resolve_subject(spyre_repo.spec(slow))
+    c = compare_subjects(b, h, tier_cases("quick")[:4], specs(["bimodal"]))
+    rng = np.random.default_rng(1)
+    rows = []
+    for probe, factor in (("notes-4x16", 2.0), ("small-4x8", 2.0), ("small-4x8-per-seq", 1.0)):
+        base = list(rng.lognormal(np.log(1e-3), 0.05, 15))
+        rows.append(("kernel.Decode.time_layer", {"probe": probe}, "seconds", base,
+                     [x * factor for x in rng.lognormal(0, 0.05, 15) * 1e-3]))
+    add_timings(c, rows)
+    c.timings_measured, c.oracle = True, (3, 3)
+    c.timing_notes.append("base and head measured interleaved on this machine")
+    doc = as_document(c)
+    validate(doc)
+    text = pinned("slowdown-timed-comment.md", doc, spyre_repo, slow=slow)
+    assert text.startswith("### spyre-bench: 🔴 2 regressions")
+    assert re.search(r"🔴 timing regression: kernel\.Decode\.time_layer probe notes-4x16 "
+                     r"[12]\.\d\d× \(slower; .*95% CI [12]\.\d\d–[12]\.\d\d×", plain(text))
+    assert exit_code(doc, set(FAIL_ON)) == 1
+
+
+# -- escaping ----------------------------------------------------------------------------------
 
 def test_untrusted_text_is_escaped(spyre_repo, tmp_path):
     """A subject named like an attack renders inert: no mention, no HTML, no table break."""
@@ -62,25 +191,7 @@ def test_untrusted_text_is_escaped(spyre_repo, tmp_path):
     comparison = compare_subjects(resolve_subject(f"git:{repo}@{tag}"),
                                   resolve_subject(f"git:{repo}@810-clamp"),
                                   tier_cases("quick")[:1], specs(["bimodal"]))
-    html = MarkdownIt("commonmark").enable("table").render(render(comparison))
+    html = MarkdownIt("commonmark").enable("table").render(render(as_document(comparison)))
     assert "<img" not in html and "<b>" not in html            # shown as text, never as HTML
     outside_code = re.sub(r"<code>.*?</code>", "", html, flags=re.S)
     assert "@org" not in outside_code and "#12" not in outside_code   # no mention, no reference
-    subject_row = re.search(r"<tr>\s*<td>subject</td>(.*?)</tr>", html, flags=re.S).group(1)
-    assert subject_row.count("<td>") == 2                       # the pipes did not split cells
-
-
-def test_compare_cli_writes_the_markdown_and_exits_1_on_exact_changes(spyre_repo, tmp_path):
-    out = tmp_path / "comment.md"
-    proc = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
-                           spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
-                           "--markdown", str(out)], capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stderr
-    written = out.read_text().replace(str(spyre_repo.path), "<fixture>")
-    # the CLI names the harness commit in the footer; the golden file has none
-    assert re.sub(r"spyre-bench (\S+) \(`[0-9a-f]{12}`\)", r"spyre-bench \1", written) \
-        == GOLDEN.read_text()
-    same = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
-                           spyre_repo.spec("810-clamp"), "--head", spyre_repo.spec("810-clamp")],
-                          capture_output=True, text=True)
-    assert same.returncode == 0 and "exact figures identical" in same.stdout

@@ -5,7 +5,7 @@ from markdown_it import MarkdownIt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.publish.body import (GITHUB_BODY_LIMIT, MARKER, ensure_marker, fit_body, has_marker,
+from harness.publish.body import (GITHUB_BODY_LIMIT, MARKER, with_marker, fit_body, has_marker,
                                   marker)
 
 
@@ -27,9 +27,18 @@ def test_has_marker_wants_a_whole_line_of_its_own_key():
     assert not has_marker("<!-- spyre-bench:pr-comment-x v1 -->")
 
 
-def test_ensure_marker_adds_it_once():
-    body = ensure_marker("verdict")
-    assert body == f"{MARKER}\nverdict" and ensure_marker(body) == body
+def test_with_marker_adds_it_once():
+    body = with_marker("verdict")
+    assert body == f"{MARKER}\nverdict" and with_marker(body) == body
+
+
+def test_with_marker_removes_forged_markers_of_any_key():
+    forged = ("# verdict\n<!-- spyre-bench:hardware v1 -->\n  <!--spyre-bench:pr-comment v9-->\n"
+              "text <!-- spyre-bench:hardware v1 --> inline\n")
+    body = with_marker(forged, "pr-comment")
+    assert body.count("<!--") == 1 and body.startswith(MARKER + "\n# verdict\n")
+    assert not has_marker(body, "hardware")
+    assert "text &lt;!-- spyre-bench:hardware v1 --> inline" in body
 
 
 def test_fit_body_leaves_a_body_that_fits_alone():

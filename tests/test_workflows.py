@@ -1,6 +1,7 @@
 """The GitHub Actions workflows: actionlint (with shellcheck) finds nothing, the security
 properties hold structurally, and the shell steps that guard the privileged jobs behave when run."""
 
+import json
 import re
 import stat
 import subprocess
@@ -95,16 +96,18 @@ def test_common_rules(name):
     assert "secrets." not in text
 
 
-def test_pull_request_workflow_is_read_only_and_uploads_the_comment():
+def test_pull_request_workflow_is_read_only_and_uploads_data_not_markdown():
     wf = load("pr-bench.yml")
     assert set(triggers(wf)) == {"pull_request"}
     assert wf["permissions"] == {"contents": "read"}
     assert all("permissions" not in job for job in wf["jobs"].values())
     [job] = wf["jobs"].values()
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    assert "spyre-bench\" compare" in runs and "--tier quick --timings --markdown out/comment.md" in runs
+    assert "spyre-bench\" compare" in runs and "--tier quick --timings --json out/comparison.json" in runs
+    assert "--expected spyre-inference/.github/spyre-bench-expected-changes.jsonl" in runs
+    assert "--markdown" not in runs and ".md" not in runs     # no markdown crosses to the poster
     [upload] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert upload["with"]["name"] == "spyre-bench-comment" and upload["with"]["path"] == "out/"
+    assert upload["with"]["name"] == "spyre-bench-comparison" and upload["with"]["path"] == "out/"
 
 
 def test_workflow_run_workflow_posts_only_and_never_checks_out_the_pr():
@@ -119,11 +122,18 @@ def test_workflow_run_workflow_posts_only_and_never_checks_out_the_pr():
                      "path": "spyre-bench", "persist-credentials": False}
     [download] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
-    assert download["with"]["name"] == "spyre-bench-comment"
+    assert download["with"]["name"] == "spyre-bench-comparison"
     text = (WORKFLOWS / "pr-comment.yml").read_text()
     assert "head_branch }}" not in "".join(s.get("run", "") for s in job["steps"])
-    assert "--expect-head-sha \"$HEAD_SHA\"" in text
-    assert job["steps"][-1]["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    post = job["steps"][-1]
+    # the artifact is rendered here from validated data; the PR is bound to repo, branch and SHA
+    assert '--comparison-json "$ARTIFACT/comparison.json"' in post["run"]
+    assert '--body-file "$ARTIFACT' not in post["run"]
+    for flag, var, value in (("--expect-head-sha", "HEAD_SHA", "head_sha"),
+                             ("--expect-head-repo", "HEAD_REPO", "head_repository.full_name"),
+                             ("--expect-head-branch", "HEAD_BRANCH", "head_branch")):
+        assert f'{flag} "${var}"' in text
+        assert post["env"][var] == "${{ github.event.workflow_run.%s }}" % value
 
 
 def test_command_workflow_checks_association_and_permission_and_splits_the_jobs():
@@ -134,10 +144,54 @@ def test_command_workflow_checks_association_and_permission_and_splits_the_jobs(
     assert "github.event.comment.author_association" in gate["if"]
     assert "COLLABORATOR" in gate["if"] and "CONTRIBUTOR" not in gate["if"]
     assert "collaborators/$COMMENTER/permission" in gate["steps"][0]["run"]
-    assert bench["runs-on"] == ["self-hosted", "spyre"] and bench["needs"] == "gate"
-    assert bench["permissions"] == {"contents": "read"}
+    assert bench["needs"] == "gate" and bench["permissions"] == {"contents": "read"}
     assert checkouts(post) and all(c["repository"] == BENCH_REPO for c in checkouts(post))
     assert post["needs"] == ["gate", "bench"] and post["permissions"] == {"pull-requests": "write"}
+    assert '--comparison-json "$ARTIFACT/comparison.json"' in post["steps"][-1]["run"]
+    # one run per PR at a time
+    assert wf["concurrency"] == {"group": "spyre-bench-command-${{ github.event.issue.number }}",
+                                 "cancel-in-progress": False}
+
+
+def test_pr_code_runs_on_an_ephemeral_group_apart_from_the_nightly_machines():
+    bench = load("spyre-bench-command.yml")["jobs"]["bench"]
+    nightly = load("nightly.yml")["jobs"]["measure"]
+    assert bench["runs-on"] == {"group": "spyre-bench-pr", "labels": ["self-hosted", "spyre-ephemeral"]}
+    fleet = set(nightly["strategy"]["matrix"]["machine"]) | {"spyre"}
+    assert not fleet & set(bench["runs-on"]["labels"]) and "group" not in nightly["runs-on"]
+
+
+@pytest.mark.parametrize("name", ["pr-comment.yml", "spyre-bench-command.yml"])
+def test_write_token_jobs_pin_spyre_bench_by_sha_and_install_with_hashes(name):
+    wf = load(name)
+    assert re.fullmatch(r"[0-9a-f]{40}", wf["env"]["SPYRE_BENCH_REF"])
+    for job_id, job in wf["jobs"].items():
+        if not (writes(job, wf) and checkouts(job)):
+            continue
+        first = job["steps"][0]
+        assert "Refuse a spyre-bench ref" in first["name"], job_id
+        installs = [s["run"] for s in job["steps"] if "pip" in s.get("run", "")]
+        assert installs and all("--require-hashes" in r and "-r spyre-bench/requirements/post.txt"
+                                in r for r in installs), job_id
+
+
+@pytest.mark.parametrize("ref,ok", [("a" * 40, True), ("main", False), ("v1.2", False),
+                                    ("a" * 39, False), ("A" * 40, False)])
+def test_the_sha_check_refuses_branches_and_tags(tmp_path, ref, ok):
+    script = step_script("pr-comment.yml", "post", "Refuse a spyre-bench ref that is not a full commit SHA")
+    proc = run_step(script, tmp_path, {"SPYRE_BENCH_REF": ref}, {})
+    assert (proc.returncode == 0) == ok and (ok or "must be a full commit SHA" in proc.stdout)
+
+
+def test_the_hash_file_pins_every_posting_dependency():
+    lines = [x for x in (ROOT / "requirements" / "post.txt").read_text().splitlines()
+             if x and not x.startswith("#")]
+    pinned = {x.split("==")[0].lower(): x for x in lines}
+    assert set(pinned) == {"markdown-it-py", "mdurl", "pygments", "rich", "urllib3"}
+    constraints = (ROOT / "requirements" / "constraints.txt").read_text().lower()
+    for name, line in pinned.items():
+        assert re.search(r"==[\w.]+ --hash=sha256:[0-9a-f]{64}$", line), line
+        assert line.split(" ")[0].lower() in constraints, f"{name}: not the constrained version"
 
 
 # -- the guarding shell steps, run for real with stub commands -------------------------------------
@@ -179,13 +233,16 @@ def test_pr_comment_accepts_only_a_plain_pr_number(tmp_path, content, posted):
     artifact.mkdir()
     (artifact / "pr-number").write_text(content)
     (artifact / "comment.md").write_text("body")
+    (artifact / "comparison.json").write_text("{}")
     bench = tmp_path / "venv" / "bin"
     bench.mkdir(parents=True)
-    (bench / "spyre-bench").write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$RUNNER_TEMP/args"\n')
-    (bench / "spyre-bench").chmod(0o755)
+    (bench / "python").write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$RUNNER_TEMP/args"\n')
+    (bench / "python").chmod(0o755)
     env = {"RUNNER_TEMP": str(tmp_path), "ARTIFACT": str(artifact), "REPO": "o/spyre-inference",
-           "HEAD_SHA": "b" * 40, "RUN_URL": "https://github.com/o/r/actions/runs/1", "GITHUB_TOKEN": "t"}
-    script = step_script("pr-comment.yml", "post", "Create or update the sticky comment")
+           "HEAD_SHA": "b" * 40, "HEAD_REPO": "fork/spyre-inference", "HEAD_BRANCH": "feature",
+           "RUN_URL": "https://github.com/o/r/actions/runs/1", "GITHUB_TOKEN": "t",
+           "GITHUB_WORKSPACE": str(tmp_path)}
+    script = step_script("pr-comment.yml", "post", "Render and post the sticky comment")
     proc = run_step(script, tmp_path, env, {})
     assert not (tmp_path / "pwned").exists()
     if posted is None:
@@ -194,8 +251,12 @@ def test_pr_comment_accepts_only_a_plain_pr_number(tmp_path, content, posted):
     else:
         assert proc.returncode == 0, proc.stderr
         args = (tmp_path / "args").read_text().split("\n")
-        assert args[:6] == ["comment", "--post", "--repo", "o/spyre-inference", "--pr", posted]
+        assert args[:8] == ["-m", "harness", "comment", "--post", "--repo", "o/spyre-inference",
+                            "--pr", posted]
         assert args[args.index("--expect-head-sha") + 1] == "b" * 40
+        assert args[args.index("--expect-head-repo") + 1] == "fork/spyre-inference"
+        assert args[args.index("--expect-head-branch") + 1] == "feature"
+        assert args[args.index("--comparison-json") + 1] == str(artifact / "comparison.json")
 
 
 GH_STUB = """
@@ -208,42 +269,110 @@ esac
 """
 
 
+GATE = "Require write access and the current head's SHA in the command, react, pin"
+HEAD = "b" * 40
+
+
+def run_gate(tmp_path, permission="write", body=f"/spyre-bench {HEAD}", shas=f"{'a' * 40} {HEAD}"):
+    out, log = tmp_path / "out", tmp_path / "log"
+    log.write_text("")
+    env = {"GH_TOKEN": "t", "REPO": "o/spyre-inference", "PR": "7", "COMMENT_ID": "99",
+           "COMMENTER": "alice", "GITHUB_OUTPUT": str(out), "LOG": str(log), "BODY": body,
+           "STUB_PERMISSION": permission, "STUB_SHAS": shas}
+    proc = run_step(step_script("spyre-bench-command.yml", "gate", GATE), tmp_path, env,
+                    {"gh": GH_STUB})
+    return proc, log.read_text(), out
+
+
 @pytest.mark.parametrize("permission,ok", [("admin", True), ("write", True), ("maintain", True),
                                            ("triage", False), ("read", False), ("none", False)])
 def test_command_gate_requires_write_permission(tmp_path, permission, ok):
-    out, log = tmp_path / "out", tmp_path / "log"
-    env = {"GH_TOKEN": "t", "REPO": "o/spyre-inference", "PR": "7", "COMMENT_ID": "99",
-           "COMMENTER": "alice", "GITHUB_OUTPUT": str(out), "LOG": str(log),
-           "STUB_PERMISSION": permission, "STUB_SHAS": f"{'a' * 40} {'b' * 40}"}
-    script = step_script("spyre-bench-command.yml", "gate", "Require write access, react, pin base and head")
-    proc = run_step(script, tmp_path, env, {"gh": GH_STUB})
-    reactions = log.read_text()
+    proc, reactions, out = run_gate(tmp_path, permission)
     if ok:
         assert proc.returncode == 0, proc.stderr
         assert "content=eyes" in reactions
-        assert out.read_text() == f"pr=7\nbase-sha={'a' * 40}\nhead-sha={'b' * 40}\n"
+        assert out.read_text() == f"pr=7\nbase-sha={'a' * 40}\nhead-sha={HEAD}\n"
     else:
         assert proc.returncode == 1 and "content=confused" in reactions and not out.exists()
 
 
+@pytest.mark.parametrize("body,message", [
+    ("/spyre-bench", "usage: /spyre-bench <full SHA"),
+    ("/spyre-bench main", "usage: /spyre-bench <full SHA"),
+    (f"/spyre-bench {HEAD[:12]}", "usage: /spyre-bench <full SHA"),
+    (f"/spyre-bench {HEAD}; touch pwned", "usage: /spyre-bench <full SHA"),
+    (f"/spyre-bench {'c' * 40}", "the PR head moved"),
+])
+def test_command_gate_takes_the_reviewed_sha_and_refuses_a_moved_head(tmp_path, body, message):
+    proc, reactions, out = run_gate(tmp_path, body=body)
+    assert proc.returncode == 1 and message in proc.stdout, proc.stdout
+    assert "content=confused" in reactions and "content=eyes" not in reactions
+    assert not out.exists() and not (tmp_path / "pwned").exists()
+
+
+def test_command_gate_accepts_a_trailing_newline_from_the_editor(tmp_path):
+    proc, reactions, out = run_gate(tmp_path, body=f"/spyre-bench {HEAD}\r\n")
+    assert proc.returncode == 0 and f"head-sha={HEAD}" in out.read_text(), proc.stdout
+
+
 def test_command_gate_refuses_a_malformed_commit_id(tmp_path):
-    env = {"REPO": "o/r", "PR": "7", "COMMENT_ID": "1", "COMMENTER": "a",
-           "GITHUB_OUTPUT": str(tmp_path / "o"), "LOG": str(tmp_path / "log"),
-           "STUB_PERMISSION": "write", "STUB_SHAS": "a" * 40 + " $(id)"}
-    script = step_script("spyre-bench-command.yml", "gate", "Require write access, react, pin base and head")
-    proc = run_step(script, tmp_path, env, {"gh": GH_STUB})
+    proc, _, out = run_gate(tmp_path, shas="a" * 40 + " $(id)")
     assert proc.returncode == 1 and "unexpected commit id" in proc.stdout
-    assert not (tmp_path / "o").exists()
+    assert not out.exists()
 
 
-def test_pr_bench_packages_a_fallback_comment_and_the_pr_number(tmp_path):
-    script = step_script("pr-bench.yml", "bench", "Package the comment for pr-comment.yml")
-    env = {"PR_NUMBER": "810", "HEAD_SHA": "c" * 40, "RUN_URL": "https://github.com/o/r/actions/runs/5"}
-    proc = run_step(script, tmp_path, env, {})
+def test_pr_bench_packages_only_the_pr_number(tmp_path):
+    script = step_script("pr-bench.yml", "bench", "Package the PR number for pr-comment.yml")
+    proc = run_step(script, tmp_path, {"PR_NUMBER": "810"}, {})
     assert proc.returncode == 0, proc.stderr
-    out = tmp_path / "out"
-    assert (out / "pr-number").read_text() == "810\n" and (out / "head-sha").read_text() == "c" * 40 + "\n"
-    assert "report: https://github.com/o/r/actions/runs/5" in (out / "comment.md").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pr-number"]
+    assert (tmp_path / "out" / "pr-number").read_text() == "810\n"
+
+
+# -- zizmor ------------------------------------------------------------------------------------
+
+def zizmor(*args):
+    exe = BIN / "zizmor"
+    assert exe.exists(), "install the test extras: pip install -e '.[test]'"
+    return subprocess.run([str(exe), "--offline", "--no-progress", *args, str(WORKFLOWS)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_zizmor_finds_nothing_and_every_ignore_is_explained():
+    proc = zizmor("--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [], proc.stdout + proc.stderr
+    for name in ALL:
+        lines = (WORKFLOWS / name).read_text().splitlines()
+        for i, line in enumerate(lines):
+            ignored = re.search(r"zizmor: ignore\[([\w-]+)\]", line)
+            if ignored:  # the lines just above say why
+                above = "\n".join(lines[max(0, i - 6):i])
+                assert re.search(r"#\s*zizmor: \S", above) and len(above) > 120, (name, i)
+
+
+def test_zizmor_auditor_findings_are_explained_where_they_are():
+    """The stricter persona's findings (self-hosted runners) each carry a comment naming the audit."""
+    proc = zizmor("--persona", "auditor", "--format", "json")
+    findings = json.loads(proc.stdout)
+    assert findings and all(f["determinations"]["severity"] != "High" for f in findings)
+    for f in findings:
+        loc = f["locations"][0]
+        path = ROOT / loc["symbolic"]["key"]["Local"]["verbatim_path"]
+        row = loc["concrete"]["location"]["start_point"]["row"]
+        above = "\n".join(path.read_text().splitlines()[max(0, row - 6):row])
+        assert f"zizmor {f['ident']}" in above, (path.name, row, f["ident"])
+
+
+def test_zizmor_does_flag_a_planted_injection(tmp_path):
+    bad = tmp_path / ".github" / "workflows"
+    bad.mkdir(parents=True)
+    (bad / "bad.yml").write_text(
+        "on: pull_request_target\npermissions: {}\njobs:\n  j:\n    runs-on: ubuntu-24.04\n"
+        "    steps:\n      - run: echo \"${{ github.event.pull_request.title }}\"\n")
+    proc = subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", "--format", "json",
+                           str(bad)], capture_output=True, text=True)
+    idents = {f["ident"] for f in json.loads(proc.stdout)}
+    assert {"template-injection", "dangerous-triggers"} <= idents, idents
 
 
 def test_nightly_measures_read_only_and_writes_only_from_jobs_that_run_no_measured_code():

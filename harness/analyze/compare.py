@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from harness.analyze.document import DOCUMENT_SCHEMA
 from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
 from harness.errors import HarnessError
 from harness.evaluate import config_figures, workload_figures
@@ -97,6 +98,21 @@ class Comparison:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: Fingerprint mismatches (machine, device, environment): the timings are not comparable.
     problems: list[str] = field(default_factory=list)
+    #: (what, reason): a kernel output the oracle rejected. Never a skip: the head is wrong.
+    mismatches: list[tuple[str, str]] = field(default_factory=list)
+    #: (what, reason): figures or capabilities the base had and the head lacks.
+    lost: list[tuple[str, str]] = field(default_factory=list)
+    #: Whether kernel timings were measured at all (a comparison without them must say so).
+    timings_measured: bool = False
+    #: (probes whose output matched the oracle, probes checked); None when the oracle never ran.
+    oracle: tuple[int, int] | None = None
+    #: What limits the timing verdicts (not interleaved, measured apart, busy host).
+    timing_notes: list[str] = field(default_factory=list)
+    #: Timing verdicts are advisory: base and head were not measured interleaved.
+    timing_advisory: bool = False
+    #: The configs compared (bs, mml, mns, overrides), and each override set's env in full.
+    configs: list[dict] = field(default_factory=list)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
 
@@ -129,6 +145,9 @@ def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict
                     metrics) -> None:
     """Add the exact and ladder differences of one config (or config × workload) pair."""
     what = case_label(params)
+    if "skipped" in head and "skipped" not in base:
+        comparison.lost.append((what, head["skipped"]))
+        return
     for side, fig in (("base", base), ("head", head)):
         if "skipped" in fig:
             comparison.skipped.append((f"{what} ({side})", fig["skipped"]))
@@ -151,6 +170,8 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
                             **kwargs)
     for case in cases:
         key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
+        comparison.configs.append(key)
+        comparison.envs[case.overrides_name] = case.overrides.as_env()
         compare_figures(comparison, key, config_figures(base, case), config_figures(head, case),
                         list(CONFIG_METRICS))
         wb = workload_figures(base, case, workloads)
@@ -159,6 +180,40 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
             compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
                             list(WORKLOAD_METRICS))
     return comparison
+
+
+def as_document(c: Comparison) -> dict:
+    """The comparison as plain JSON data (harness.report.schema describes and validates it).
+
+    This is what crosses from the job that ran PR code to the one that posts: data only, no
+    markdown; the poster renders it itself.
+    """
+    from dataclasses import asdict
+    return {
+        "schema": DOCUMENT_SCHEMA, "base": asdict(c.base), "head": asdict(c.head),
+        "factor": c.factor, "alpha": c.alpha, "exact_compared": c.exact_compared,
+        "exact_changed": [{"metric": e.metric, "params": e.params, "base": e.base,
+                           "head": e.head} for e in c.exact],
+        "ladders": [{"params": ld.params, "axis": ld.axis, "base": ld.base, "head": ld.head}
+                    for ld in c.ladders],
+        "timings": [{"benchmark": t.benchmark, "params": t.params, "unit": t.unit,
+                     "base": t.base, "head": t.head,
+                     "verdict": {"kind": t.verdict.kind, "ratio": _finite(t.verdict.ratio),
+                                 "ci": [_finite(x) for x in t.verdict.ci],
+                                 "p_value": _finite(t.verdict.p_value),
+                                 "advice": t.verdict.advice}} for t in c.timings],
+        "timings_measured": c.timings_measured, "timing_advisory": c.timing_advisory,
+        "timing_notes": list(c.timing_notes),
+        "oracle": None if c.oracle is None else {"matched": c.oracle[0], "checked": c.oracle[1]},
+        "mismatches": [{"what": w, "why": r} for w, r in c.mismatches],
+        "lost": [{"what": w, "why": r} for w, r in c.lost],
+        "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
+        "configs": c.configs, "envs": c.envs,
+    }
+
+
+def _finite(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
 def _commit(subject: Subject) -> str | None:
@@ -224,8 +279,15 @@ def compare_stored(frame, base: str, head: str, machine: str | None = None,
     _check_fingerprints(comparison)
 
     _compare_exact_rows(comparison, b_rows, h_rows)
+    seen = {json.dumps({k: v for k, v in e.params.items() if k != "workload"}, sort_keys=True)
+            for e in comparison.exact_all}
+    comparison.configs = [json.loads(k) for k in sorted(seen)]
     _compare_stored_ladders(comparison, b_rows, h_rows)
     timing_rows = _paired_timings(b_rows, h_rows)
+    comparison.timings_measured = bool(timing_rows)
+    if timing_rows:
+        comparison.timing_advisory = True
+        comparison.timing_notes += stored_timing_notes(_timed_span(b_rows), _timed_span(h_rows))
     if comparison.problems and not allow_cross_machine:
         comparison.skipped += [(f"{bench} {case_label(params)}", "timings from different "
                                 "machines/devices are not comparable")
@@ -233,6 +295,40 @@ def compare_stored(frame, base: str, head: str, machine: str | None = None,
     else:
         add_timings(comparison, timing_rows)
     return comparison
+
+
+def _timed_span(rows) -> tuple[float, float] | None:
+    """(first start, last end) in seconds of a side's timed rows, from the history frame.
+
+    The one place stored compare reads when a side was measured (``started_at``/``duration``,
+    ASV's milliseconds and seconds), so a change of the store's layout touches only this.
+    """
+    timed = rows[rows["benchmark"].map(is_timed)]
+    spans = [(float(r["started_at"]) / 1000, float(r["started_at"]) / 1000
+              + float(r["duration"] or 0)) for _, r in timed.iterrows()
+             if isinstance(r["started_at"], (int, float)) and not math.isnan(r["started_at"])]
+    return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def stored_timing_notes(base_span, head_span) -> list[str]:
+    """Why stored timings are advisory: never interleaved, when they were taken, no load record."""
+    notes = ["base and head were not measured interleaved (stored results are timed one side "
+             "after the other): timing verdicts are advisory; `spyre-bench compare --base "
+             "SPEC --head SPEC --timings` interleaves them"]
+    if base_span and head_span:
+        apart = abs(head_span[0] - base_span[0])
+        notes.append(f"measured {_duration(apart)} apart")
+    else:
+        notes.append("when each side was measured is not recorded")
+    notes.append("host load while measuring was not recorded: a busy host cannot be ruled out")
+    return notes
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def _check_fingerprints(c: Comparison) -> None:
@@ -257,7 +353,10 @@ def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
         statuses = (rb["status"] if rb is not None else "absent",
                     rh["status"] if rh is not None else "absent")
         if statuses != ("ok", "ok"):
-            if statuses[0] != statuses[1]:
+            if statuses[0] == "ok":
+                comparison.lost.append((f"{metric} {case_label(params)}",
+                                        f"head {statuses[1]}"))
+            elif statuses[0] != statuses[1]:
                 comparison.skipped.append((f"{metric} {case_label(params)}",
                                            f"base {statuses[0]}, head {statuses[1]}"))
             continue

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, ensure_marker, fit_body, marker
+from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, with_marker, fit_body, marker
 
 EPILOG = """\
 token (only --post uses one): SPYRE_BENCH_GITHUB_TOKEN, else GITHUB_TOKEN. In GitHub Actions pass
@@ -16,17 +16,23 @@ the job's token (env: GITHUB_TOKEN: ${{ github.token }}) with `permissions: pull
 GITHUB_API_URL selects the API (Actions and GitHub Enterprise Server set it; default
 https://api.github.com). The token is never printed.
 
-one comment per PR and key: the body carries a hidden marker line (<!-- spyre-bench:KEY v1 -->);
---post updates the comment with that marker written by the token's account (for Actions and App
-tokens, which cannot name their account: by a bot account, never a person), else creates it.
+trusted rendering: --comparison-json reads the comparison document that `spyre-bench compare
+--json` wrote (in a job that ran PR code), validates it against a strict schema and renders the
+comment here; nothing in the file is posted as markdown. --body-file posts markdown as given:
+use it only for text this job wrote itself.
+
+one comment per PR and key: the hidden marker line (<!-- spyre-bench:KEY v1 -->) is added here
+(marker-like text inside the body is removed); --post updates the comment with that marker
+written by the token's account (Actions' token, which cannot name its account: by
+github-actions[bot]; other apps: --author), else creates it.
 GitHub 5xx, rate limits and dropped connections are retried with backoff; a failed create is
 re-checked before it is sent again, so it is never duplicated.
 
 exit codes:
   0  body printed; or the comment was created, updated, or was already up to date
-  2  bad input (missing body or flags, unreadable file), or GitHub refused (401 bad token,
-     403 no access, 404 no such repository or PR, head not --expect-head-sha) or stayed
-     unavailable after the retries (5xx, rate limit longer than the wait cap)
+  2  bad input (missing body or flags, unreadable file, a document that breaks the schema), or
+     GitHub refused (401 bad token, 403 no access, 404 no such repository or PR, head not
+     --expect-head-sha / -repo / -branch) or stayed unavailable after the retries
 
 examples:
   spyre-bench comment --body-file comment.md
@@ -44,6 +50,9 @@ def register(sub) -> None:
                     "sticky comment on a pull request through GitHub's REST API.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_argument_group("body (one source)")
+    src.add_argument("--comparison-json", metavar="FILE",
+                     help="a comparison document (spyre-bench compare --json): validated, then "
+                          "rendered here (what the privileged PR workflow posts)")
     src.add_argument("--body-file", metavar="FILE",
                      help="the comment's markdown, UTF-8; '-' reads standard input")
     src.add_argument("commits", nargs="*", metavar="BASE HEAD",
@@ -64,39 +73,59 @@ def register(sub) -> None:
     post.add_argument("--expect-head-sha", metavar="SHA",
                       help="post only if the PR's head commit is SHA (binds a result computed "
                            "elsewhere to the PR it was computed for)")
+    post.add_argument("--expect-head-repo", metavar="OWNER/NAME",
+                      help="post only if the PR's head branch lives in this repository")
+    post.add_argument("--expect-head-branch", metavar="BRANCH",
+                      help="post only if the PR's head branch has this name")
     post.add_argument("--author", metavar="LOGIN",
                       help="account whose marked comment is ours (default: the token's account)")
     p.set_defaults(run=run)
 
 
 def body_source(args) -> str:
-    """The comment's markdown, from the first source the arguments name.
+    """The comment's markdown, from the one source the arguments name.
 
-    ``--body-file`` (what the PR workflow's untrusted job rendered), or BASE HEAD: the comparison
-    of two commits' stored results, rendered here (what hardware runs post).
+    ``--comparison-json`` (the document the PR workflow's untrusted job wrote: validated and
+    rendered here), ``--body-file`` (markdown as is), or BASE HEAD: two commits' stored results
+    compared and rendered here (what hardware runs post).
     """
-    if args.body_file is not None and args.commits:
-        raise HarnessError("give either --body-file or BASE HEAD, not both")
+    given = [args.comparison_json is not None, args.body_file is not None, bool(args.commits)]
+    if sum(given) > 1:
+        raise HarnessError("give one of --comparison-json, --body-file or BASE HEAD")
+    from harness.report.markdown import render
+    if args.comparison_json is not None:
+        from harness.report.schema import load_document
+        return render(load_document(read_bytes(args.comparison_json, "--comparison-json")),
+                      artifact_hint=_pointer(args))
     if args.body_file is not None:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
-        from harness.analyze.compare import compare_stored
+        from harness.analyze.compare import as_document, compare_stored
         from harness.cli.history import warn
-        from harness.report.markdown import render
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)
-        return render(compare_stored(frame, *args.commits, machine=args.machine), key=args.key)
+        return render(as_document(compare_stored(frame, *args.commits, machine=args.machine)),
+                      artifact_hint=_pointer(args))
     if args.commits:
         raise HarnessError(f"expected two commits (BASE HEAD), got {len(args.commits)}")
-    raise HarnessError("no comment body: give --body-file FILE (or - for standard input), or "
-                       "BASE HEAD commits with stored results")
+    raise HarnessError("no comment body: give --comparison-json FILE, --body-file FILE (or - for "
+                       "standard input), or BASE HEAD commits with stored results")
+
+
+def _pointer(args) -> str:
+    return (f"The comment was cut to fit GitHub's size limit; the full report: {args.artifact_url}"
+            if args.artifact_url else DEFAULT_POINTER)
+
+
+def read_bytes(path: str, flag: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise HarnessError(f"{flag} {path}: {exc.strerror or exc}") from None
 
 
 def read_body_file(path: str) -> str:
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise HarnessError(f"--body-file {path}: {exc.strerror or exc}") from None
+    data = read_bytes(path, "--body-file")
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -111,12 +140,11 @@ def run(args) -> int:
         missing = [flag for flag, value in (("--repo", args.repo), ("--pr", args.pr)) if not value]
         if missing:
             raise HarnessError(f"--post needs {' and '.join(missing)}")
-    elif args.repo or args.pr or args.expect_head_sha or args.author:
-        raise HarnessError("--repo, --pr, --expect-head-sha and --author only apply with --post")
-    raw = ensure_marker(body_source(args), args.key)
-    pointer = (f"The comment was cut to fit GitHub's size limit; the full report: {args.artifact_url}"
-               if args.artifact_url else DEFAULT_POINTER)
-    body = fit_body(raw, pointer_text=pointer)
+    elif (args.repo or args.pr or args.expect_head_sha or args.author or args.expect_head_repo
+          or args.expect_head_branch):
+        raise HarnessError("--repo, --pr, --expect-head-* and --author only apply with --post")
+    raw = with_marker(body_source(args), args.key)
+    body = fit_body(raw, pointer_text=_pointer(args))
     if body != raw:
         print(f"spyre-bench: note: body cut from {len(raw):,} to {len(body):,} characters "
               "(GitHub's limit)", file=sys.stderr)
@@ -126,7 +154,9 @@ def run(args) -> int:
     from harness.publish.github import GitHub, api_url_from_env, token_from_env
     gh = GitHub(token_from_env(), api_url_from_env())
     outcome = gh.upsert_comment(args.repo, args.pr, body, key=args.key,
-                                expect_head_sha=args.expect_head_sha, author=args.author)
+                                expect_head_sha=args.expect_head_sha, author=args.author,
+                                expect_head_repo=args.expect_head_repo,
+                                expect_head_branch=args.expect_head_branch)
     for note in outcome.notes:
         print(f"spyre-bench: note: {note}", file=sys.stderr)
     print(f"{outcome.action} comment {outcome.comment_id} on {args.repo} PR #{args.pr}: "

@@ -23,9 +23,20 @@ a Mann-Whitney U test on the raw samples: regression / improvement, no change (9
 ratio inside [1/factor, factor]) or inconclusive (with what would settle it). Timings from
 different machines, devices or environments are refused (exact figures still compare).
 
+what is said first: a wrong kernel (the oracle rejects an output) and figures the base had and the
+head lacks ("lost") are ❌ at the top with exit 1; then one ranked line per distinct finding. Figures
+not compared are counted, and "timings not measured" / "oracle not run" say what was not checked.
+Stored results are never interleaved: their timing verdicts are advisory, and the comparison says
+how far apart the two sides were measured.
+
+expected changes (--expected FILE, JSON lines in the subject repository): the gate fails on any
+exact change the file does not acknowledge, in either direction, and passes on those it does;
+--write-expected FILE writes the file acknowledging exactly this comparison's changes.
+
 exit codes (for a CI gate):
   0  nothing flagged by --fail-on
-  1  a flagged change: an exact figure or ladder changed (either direction), or a timing regression
+  1  a flagged finding: wrong kernel, lost figures, an (unacknowledged) exact or ladder change in
+     either direction, or a timing regression
   2  bad input: unknown commit, unreadable results, bad flags
   3  the sides are not comparable (different machine, device or environment) and 'incomparable'
      is in --fail-on
@@ -60,12 +71,21 @@ def register(sub) -> None:
                         help="timing ratio that counts as a change (default 1.25)")
     judged.add_argument("--alpha", type=float, default=None,
                         help="significance level of the rank test (default 0.01)")
-    judged.add_argument("--fail-on", default="exact,regression,incomparable",
-                        help="what makes the exit code non-zero: exact, regression, "
+    judged.add_argument("--fail-on", default="wrong,lost,exact,regression,incomparable",
+                        help="what makes the exit code non-zero: wrong, lost, exact, regression, "
                              "incomparable (default %(default)s; '' never fails)")
     judged.add_argument("--timings", action="store_true",
-                        help="with --base/--head: also time the kernel buckets of the quick "
-                             "tier on this machine, base and head interleaved")
+                        help="with --base/--head: check each side's kernel against the oracle "
+                             "and time the quick tier's probes on this machine, interleaved")
+    judged.add_argument("--oracle", action="store_true",
+                        help="with --base/--head: check each side's kernel against the oracle on "
+                             "the quick tier's probes, without timing them")
+    judged.add_argument("--expected", type=Path, metavar="FILE",
+                        help="expected-changes file (JSON lines): exact changes it acknowledges "
+                             "do not fail the gate")
+    judged.add_argument("--write-expected", metavar="FILE",
+                        help="write the expected-changes file acknowledging exactly this "
+                             "comparison's changes ('-' for standard output)")
     out = p.add_argument_group("output")
     out.add_argument("--markdown", type=Path, metavar="FILE",
                      help="write the PR comment body (markdown) to FILE")
@@ -113,31 +133,55 @@ def comparison_from_args(args):
     if args.timings:
         from harness.measure.compare import time_subjects
         time_subjects(comparison, base, head)
+    elif args.oracle:
+        from harness.measure.compare import check_kernels
+        check_kernels(comparison, base, head)
     return comparison
 
 
+def document_of(comparison, args) -> dict:
+    """The comparison document, with the expected-changes file applied when one is given."""
+    from harness.analyze import expected
+    from harness.analyze.compare import as_document
+    doc = as_document(comparison)
+    if getattr(args, "expected", None) is not None:
+        expected.apply(doc, expected.load(args.expected), str(args.expected))
+    return doc
+
+
 def run(args) -> int:
-    from harness.report.comparison import exit_code, render_terminal
+    from harness.analyze import expected
+    from harness.report.comparison import FAIL_ON, exit_code, render_terminal
     from harness.report.tables import console
     fail_on = {f for f in args.fail_on.split(",") if f}
-    unknown = fail_on - {"exact", "regression", "incomparable"}
+    unknown = fail_on - set(FAIL_ON)
     if unknown:
-        raise ConfigError(f"--fail-on: unknown {sorted(unknown)}; known: exact, regression, "
-                          "incomparable")
+        raise ConfigError(f"--fail-on: unknown {sorted(unknown)}; known: {', '.join(FAIL_ON)}")
+    if args.oracle and args.commits:
+        raise ConfigError("--oracle runs kernels: it needs --base/--head subjects")
     comparison = comparison_from_args(args)
+    doc = document_of(comparison, args)
     if args.markdown:
         from harness.report.markdown import render
         from harness.runner.runner import harness_commit
-        _write(args.markdown, render(comparison, harness_commit=harness_commit()))
+        _write(args.markdown, render(doc, harness_commit=harness_commit()))
     if args.json:
-        text = json.dumps(to_json(comparison), indent=1, default=str)
+        text = json.dumps(doc, indent=1)
         if str(args.json) == "-":
             sys.stdout.write(text + "\n")
         else:
             _write(args.json, text)
-    if str(args.json) != "-":
-        render_terminal(comparison, console(), full=args.full)
-    return exit_code(comparison, fail_on)
+    if args.write_expected:
+        text = expected.replacement(doc)
+        if args.write_expected == "-":
+            sys.stdout.write(text)
+        else:
+            _write(Path(args.write_expected), text)
+            print(f"spyre-bench: wrote {args.write_expected}: commit it to acknowledge these "
+                  f"{len(doc['exact_changed']) + len(doc['ladders'])} changes", file=sys.stderr)
+    if str(args.json) != "-" and args.write_expected != "-":
+        render_terminal(comparison, console(), full=args.full, doc=doc)
+    return exit_code(doc, fail_on)
 
 
 def _write(path: Path, text: str) -> None:
@@ -149,16 +193,3 @@ def _write(path: Path, text: str) -> None:
         raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def to_json(c) -> dict:
-    from dataclasses import asdict
-    return {
-        "base": asdict(c.base), "head": asdict(c.head), "factor": c.factor, "alpha": c.alpha,
-        "exact_compared": c.exact_compared,
-        "exact_changed": [asdict(e) | {"direction": e.direction, "unit": e.unit}
-                          for e in c.exact],
-        "ladders": [asdict(ld) for ld in c.ladders],
-        "timings": [{"benchmark": t.benchmark, "params": t.params, "unit": t.unit,
-                     "base": t.base, "head": t.head, "verdict": asdict(t.verdict)}
-                    for t in c.timings],
-        "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": c.problems,
-    }

@@ -4,8 +4,8 @@
 ``github`` the REST client that creates or updates the comment.
 """
 
-from harness.publish.body import (DEFAULT_KEY, GITHUB_BODY_LIMIT, MARKER, ensure_marker, fit_body,
+from harness.publish.body import (DEFAULT_KEY, GITHUB_BODY_LIMIT, MARKER, with_marker, fit_body,
                                   has_marker, marker)
 
-__all__ = ["DEFAULT_KEY", "GITHUB_BODY_LIMIT", "MARKER", "ensure_marker", "fit_body", "has_marker",
+__all__ = ["DEFAULT_KEY", "GITHUB_BODY_LIMIT", "MARKER", "with_marker", "fit_body", "has_marker",
            "marker"]

@@ -58,9 +58,20 @@ def _marker_line(key: str) -> re.Pattern:
     return re.compile(rf"<!-- spyre-bench:{re.escape(_check_key(key))} v\d+ -->")
 
 
-def ensure_marker(body: str, key: str = DEFAULT_KEY) -> str:
-    """``body`` with this key's marker as its first line, unless a marker line is already there."""
-    return body if has_marker(body, key) else f"{marker(key)}\n{body}"
+_ANY_MARKER_LINE = re.compile(r"[ \t]*<!--\s*spyre-bench:[^\n]*?-->[ \t\r]*")
+_ANY_MARKER_START = re.compile(r"<!--(?=\s*spyre-bench)", re.IGNORECASE)
+
+
+def with_marker(body: str, key: str = DEFAULT_KEY) -> str:
+    """``body`` with this key's marker as its first line: the one place a marker is added.
+
+    Any marker-like text already in ``body`` (any key, any version: a forged one would make
+    another sticky comment's update land here) is removed as a line, or shown as text inside one.
+    """
+    lines = [line for line in body.split("\n") if not _ANY_MARKER_LINE.fullmatch(line)]
+    text = _ANY_MARKER_START.sub("&lt;!--", "\n".join(lines)).lstrip("\n")
+    return f"{marker(key)}\n{text}"
+
 
 
 def fit_body(body: str, limit: int = GITHUB_BODY_LIMIT, pointer_text: str = DEFAULT_POINTER) -> str:

@@ -16,9 +16,14 @@ underneath requests and PyGithub alike; we use it with its own retries off and o
   a HarnessError: the CLI prints it and exits 2). The token never appears in a message or a log.
 
 Which comment is ours: a comment with our marker line (see ``harness.publish.body``) whose author
-is the token's own account (``GET /user``). Installation tokens (the Actions ``GITHUB_TOKEN``, a
-GitHub App) cannot read ``/user``; then any *Bot* account's marked comment counts, never a human's
-(a person quoting the marker is never edited). ``author=`` pins the login explicitly.
+is the token's own account (``GET /user``). Installation tokens cannot read ``/user``; then the
+author must be ``github-actions[bot]`` (the Actions ``GITHUB_TOKEN``'s account) and a Bot, unless
+``author=`` names the account (a GitHub App's ``<slug>[bot]``). Another bot's marked comment, or
+a person's quoting the marker, is never edited.
+
+Which PR: the caller can bind the post to the PR's head repository, branch and commit
+(``expect_head_*``): a result computed elsewhere (an untrusted workflow) names its PR only by
+number, and two PRs can share a head commit.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import urllib3
 
 from harness import __version__
 from harness.errors import HarnessError
-from harness.publish.body import DEFAULT_KEY, GITHUB_BODY_LIMIT, ensure_marker, has_marker
+from harness.publish.body import DEFAULT_KEY, GITHUB_BODY_LIMIT, with_marker, has_marker
 
 TOKEN_VARS = ("SPYRE_BENCH_GITHUB_TOKEN", "GITHUB_TOKEN")
 API_URL_VAR = "GITHUB_API_URL"
@@ -48,6 +53,8 @@ PER_PAGE = 100
 
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: The account behind Actions' GITHUB_TOKEN (an installation token cannot read /user).
+ACTIONS_LOGIN = "github-actions[bot]"
 _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
 
@@ -247,11 +254,14 @@ class GitHub:
                            f"{repo} PR #{number}")
 
     def upsert_comment(self, repo: str, number: int, body: str, *, key: str = DEFAULT_KEY,
-                       expect_head_sha: str | None = None, author: str | None = None) -> Outcome:
+                       expect_head_sha: str | None = None, author: str | None = None,
+                       expect_head_repo: str | None = None,
+                       expect_head_branch: str | None = None) -> Outcome:
         """Create this key's sticky comment on the PR, or update it in place; never a second one.
 
-        ``expect_head_sha``: refuse unless the PR's head is that commit (binds a result computed
-        elsewhere, e.g. in an untrusted workflow, to the PR it was computed for).
+        ``expect_head_sha``/``_repo``/``_branch``: refuse unless the PR's head is that commit of
+        that repository's branch (binds a result computed elsewhere, e.g. in an untrusted
+        workflow, to the one PR it was computed for).
         """
         check_repo(repo)
         if not isinstance(number, int) or number < 1:
@@ -261,19 +271,27 @@ class GitHub:
             raise PublishError(f"expected head {expect_head_sha!r} is not a full commit SHA")
         if not body.strip():
             raise PublishError(f"comment for {what} is empty")
-        body = ensure_marker(body, key)
+        body = with_marker(body, key)
         if len(body) > GITHUB_BODY_LIMIT:
             raise PublishError(f"comment for {what} is {len(body):,} characters, over GitHub's "
                                f"{GITHUB_BODY_LIMIT:,}; cut it with fit_body()")
         pr = self.pull_request(repo, number)
-        if expect_head_sha is not None:
-            head = (pr.get("head") or {}).get("sha")
-            if head != expect_head_sha:
-                raise PublishError(f"{what} head is {head}, not {expect_head_sha}: the result is for "
-                                   "another commit (stale, or not this PR's); not posting")
+        head = pr.get("head") or {}
+        if expect_head_sha is not None and head.get("sha") != expect_head_sha:
+            raise PublishError(f"{what} head is {head.get('sha')}, not {expect_head_sha}: the "
+                               "result is for another commit (stale, or not this PR's); not posting")
+        head_repo = ((head.get("repo") or {}).get("full_name") or "")
+        if expect_head_repo is not None and head_repo.lower() != expect_head_repo.lower():
+            raise PublishError(f"{what} comes from {head_repo or 'a deleted repository'}, not "
+                               f"{expect_head_repo}: the result is not this PR's; not posting")
+        if expect_head_branch is not None and head.get("ref") != expect_head_branch:
+            raise PublishError(f"{what} head branch is not the branch the result was computed "
+                               "for; not posting")
         login = author or self.login(what)
-        ours = ((lambda u: (u.get("login") or "").lower() == login.lower()) if login
-                else (lambda u: u.get("type") == "Bot"))
+        if login:
+            ours = lambda u: (u.get("login") or "").lower() == login.lower()  # noqa: E731
+        else:
+            ours = lambda u: u.get("login") == ACTIONS_LOGIN and u.get("type") == "Bot"  # noqa: E731
         notes: list[str] = []
         posted = False  # a POST whose outcome we could not see
         for attempt in range(1, self.policy.attempts + 1):

@@ -24,27 +24,6 @@ class MetricSummary:
     largest: ExactChange
 
 
-def verdict(c: Comparison) -> str:
-    """One line: what changed, exact first (deterministic), then timings."""
-    parts = []
-    if c.exact or c.ladders:
-        worse = sum(1 for e in c.exact if e.direction == "worse")
-        parts.append(f"exact figures changed: {len(c.exact)} of {c.exact_compared} "
-                     f"({worse} worse, {len(c.exact) - worse} better)"
-                     + (f", {len(c.ladders)} ladder changes" if c.ladders else ""))
-    else:
-        parts.append(f"exact figures identical ({c.exact_compared} compared)")
-    kinds = c.timing_kinds()
-    if c.timings:
-        parts.append("timings: " + ", ".join(
-            f"{kinds.get(k, 0)} {k if k != 'regression' or kinds.get(k) == 1 else 'regressions'}"
-            for k in ("regression", "improvement", "no change", "inconclusive")
-            if kinds.get(k)))
-    if c.problems:
-        parts.append("NOT COMPARABLE: " + "; ".join(c.problems))
-    return "; ".join(parts)
-
-
 def metric_summaries(c: Comparison) -> list[MetricSummary]:
     by_metric: dict[str, list[ExactChange]] = defaultdict(list)
     for e in c.exact:
@@ -140,21 +119,55 @@ def ladder_text(ladder) -> str:
     return "(none)" if ladder is None else "[" + ",".join(map(str, ladder)) + "]"
 
 
-def exit_code(c: Comparison, fail_on: set[str]) -> int:
-    """0 nothing to flag; 1 a flagged change (see --fail-on); 3 sides not comparable."""
-    if c.problems and "incomparable" in fail_on:
-        return 3
-    if "exact" in fail_on and (c.exact or c.ladders):
+#: What can make the exit code 1 (``--fail-on``); wrong kernels and lost figures come first.
+FAIL_ON = ("wrong", "lost", "exact", "regression", "incomparable")
+
+
+def exit_code(doc: dict, fail_on: set[str]) -> int:
+    """0 nothing to flag; 1 a flagged finding (see --fail-on); 3 sides not comparable.
+
+    ``doc`` is the comparison document; with an expected-changes file only unacknowledged exact
+    changes count (harness.analyze.expected).
+    """
+    from harness.analyze.expected import unacknowledged
+    if "wrong" in fail_on and doc["mismatches"]:
         return 1
-    if "regression" in fail_on and any(t.verdict.kind == "regression" for t in c.timings):
+    if "lost" in fail_on and doc["lost"]:
+        return 1
+    if doc["problems"] and "incomparable" in fail_on:
+        return 3
+    if "exact" in fail_on and unacknowledged(doc):
+        return 1
+    if "regression" in fail_on and any(t["verdict"]["kind"] == "regression"
+                                       for t in doc["timings"]):
         return 1
     return 0
 
 
-def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20) -> None:
+def render_findings(doc: dict, out) -> None:
+    """Verdict, truth line and ranked findings: what every verdict path prints first."""
+    from harness.report.findings import findings, headline, status
+    found = findings(doc)
+    out.print(headline(doc, found), markup=False)
+    out.print(status(doc), markup=False)
+    numbered = [f for f in found if f.kind != "info"]
+    for i, f in enumerate(numbered, 1):
+        out.print(f"{i:>2}. {f.icon} {f.text}", markup=False)
+    for f in found:
+        if f.kind == "info":
+            out.print(f"    {f.icon} {f.text}", markup=False)
+    notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
+    for n in notes:
+        out.print(f"  ⚠ {n}", markup=False)
+
+
+def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20,
+                    doc: dict | None = None) -> None:
+    """Findings first (from ``doc``, the comparison's document), then the tables."""
+    from harness.analyze.compare import as_document
     from harness.report.tables import table
-    out.print(f"[bold]{c.base.label}[/] (base) → [bold]{c.head.label}[/] (head)")
-    out.print(verdict(c), markup=False)
+    out.print(f"{c.base.label} (base) → {c.head.label} (head)", markup=False)
+    render_findings(doc if doc is not None else as_document(c), out)
     groups = ladder_groups(c)
     if groups:
         rows = [[g.axis, f"{ladder_text(g.base)} → {ladder_text(g.head)}",

@@ -1,9 +1,11 @@
-"""The PR comment (and nightly summary) as GitHub markdown, from a Comparison.
+"""The PR comment (and nightly summary) as GitHub markdown, from a comparison document.
 
-Order follows what a reviewer asks first: a one-line verdict, then ladder changes, compile
-counts, the per-workload cost figures, timings with intervals; full tables folded in <details>.
-Untrusted text (subject specs, branch names, benchmark names, params) goes through ``escape``;
-the body starts with the sticky-comment marker and is cut to GitHub's size limit.
+Renders only validated data (``harness.report.schema``): the job that posts calls this itself, so
+nothing written where PR code ran reaches GitHub as markdown. Order is what a reviewer asks first:
+the verdict, the truth line (what was compared, oracle, timings), one ranked line per finding
+(``harness.report.findings``); every full table is folded below. An unchanged comparison is a few
+lines. Every string from the document goes through ``escape`` or ``code``. The hidden marker is
+not added here: the publisher adds it, in one place (``harness.publish.body.with_marker``).
 """
 
 from __future__ import annotations
@@ -12,19 +14,16 @@ from collections import defaultdict
 from statistics import median
 
 from harness import __version__
-from harness.analyze.compare import Comparison, ExactChange, case_label
 from harness.metrics import METRICS, format_value
-from harness.publish.body import GITHUB_BODY_LIMIT, fit_body, marker
-from harness.report.comparison import (
-    change_text, ladder_groups, ladder_text, verdict,
+from harness.publish.body import GITHUB_BODY_LIMIT, fit_body
+from harness.report.findings import (
+    AXIS_ORDER, COMPILES, change, findings, headline, ladder, status,
 )
 from harness.report.markdown_escape import code, escape
 
-#: Compile counts shown per override set and block size (the review's "fewer compiles?").
-COMPILE_METRICS = ("batched_num_blocks_distinct", "batched_keys_reachable", "late_compiles")
-COST_METRICS = ("iterations_per_layer_mean", "iterations_per_step_mean",
-                "padded_slots_per_real_token", "h2d_bytes_per_step", "mask_bytes_per_step")
-TOP = 8
+#: Room left for the marker the publisher adds.
+_MARKER_ROOM = 100
+_CAP = 100
 
 
 def _cells(values) -> str:
@@ -39,137 +38,139 @@ def _details(summary: str, lines: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
-def _headline(c: Comparison) -> str:
-    if c.problems:
-        return "⚠️ not comparable"
-    if any(t.verdict.kind == "regression" for t in c.timings):
-        return "🔴 timing regression"
-    if c.exact or c.ladders:
-        return "🟡 exact figures changed"
-    return "🟢 no change"
+def _at(params: dict) -> str:
+    short = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns",
+             "overrides": "env"}
+    return escape(", ".join(f"{short.get(k, k)} {v}" for k, v in params.items()))
 
 
-def _relative(e: ExactChange) -> float:
-    if not e.base or e.head is None:
-        return float("inf")
-    return abs(e.head - e.base) / abs(e.base)
+def _side(side: dict) -> str:
+    commit = f" ({code(side['commit'][:12])})" if side.get("commit") else ""
+    return f"{code(side['label'])}{commit}"
 
 
-def _sides(c: Comparison) -> list[str]:
-    rows = [["subject", code(c.base.label), code(c.head.label)]]
-    if c.base.commit or c.head.commit:
-        rows.append(["commit", code((c.base.commit or "-")[:12]), code((c.head.commit or "-")[:12])])
+def _where(doc: dict) -> str:
+    extra = []
     for what in ("machine", "device", "env_name"):
-        b, h = getattr(c.base, what), getattr(c.head, what)
+        b, h = doc["base"].get(what), doc["head"].get(what)
         if b or h:
-            rows.append([what.replace("_", " "), escape(b or "-"), escape(h or "-")])
-    return _table(["", "base", "head"], rows)
+            extra.append(f"{what.replace('_', ' ')} {escape(b or '-')}"
+                         + ("" if b == h else f" / {escape(h or '-')}"))
+    return f"base {_side(doc['base'])} → head {_side(doc['head'])}" + (
+        " · " + " · ".join(extra) if extra else "")
 
 
-def _ladders(c: Comparison) -> list[str]:
-    groups = ladder_groups(c)
-    if not groups:
-        return ["#### Ladders", "", "No ladder changed in any config.", ""]
-    rows = [[escape(g.axis), f"{ladder_text(g.base)} → {ladder_text(g.head)}",
-             escape(g.where_text())] for g in groups]
-    lines = ["#### Ladder changes", ""]
-    lines += _table(["axis", "before → after", "at"], rows[:TOP])
-    if len(rows) > TOP:
-        lines += ["", *_details(f"all {len(rows)} ladder changes", _table(
-            ["axis", "before → after", "at"],
-            [[r[0], r[1], escape(g.where_text(limit=10**6))] for r, g in zip(rows, groups)]))]
-    return lines + [""]
+def _ladder_table(doc: dict) -> list[str]:
+    """Every ladder change; the same change under several envs is one row naming them all."""
+    if not doc["ladders"]:
+        return []
+    rank = {a: i for i, a in enumerate(AXIS_ORDER)}
+    rows: dict[tuple, list] = {}
+    for ld in doc["ladders"]:
+        where = {k: v for k, v in ld["params"].items() if k != "overrides"}
+        key = (ld["axis"], str(ld["base"]), str(ld["head"]), str(sorted(where.items())))
+        rows.setdefault(key, [ld, []])[1].append(str(ld["params"].get("overrides")))
+    items = sorted(rows.values(), key=lambda r: (rank.get(r[0]["axis"], 99), r[1],
+                                                 r[0]["params"].get("block_size") or 0,
+                                                 r[0]["params"].get("max_model_len") or 0))
+    table = [[escape(ld["axis"]), f"{ladder(ld['base'])} → {ladder(ld['head'])}",
+              _at({k: v for k, v in ld["params"].items() if k != "overrides"})
+              + " \\| env " + escape(", ".join(envs))] for ld, envs in items[:_CAP]]
+    more = [f"… and {len(items) - _CAP} more (`--json`)"] if len(items) > _CAP else []
+    return _details(f"ladder changes: {len(doc['ladders'])} (axis × config × env) in "
+                    f"{len(items)} rows", _table(["axis", "before → after", "at"], table) + more)
 
 
-def _compile_counts(c: Comparison) -> list[str]:
-    """Fewer compiles, or not? Per override set and block size, summed over the other axes."""
-    lines = ["#### Compile counts", ""]
-    for metric in COMPILE_METRICS:
-        sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        for e in c.exact_all:
-            if e.metric == metric and e.base is not None and e.head is not None:
-                cell = sums[(e.params.get("overrides"), e.params.get("block_size"))]
-                cell[0] += e.base
-                cell[1] += e.head
-        if not sums:
-            continue
-        envs = list(dict.fromkeys(k[0] for k in sums))
-        sizes = sorted({k[1] for k in sums}, key=lambda v: (v is None, v or 0))
-        rows = [[f"env {escape(env)}"] + [_fewer(sums.get((env, bs))) for bs in sizes]
-                for env in envs]
-        lines += [f"{escape(METRICS[metric].description)} (summed over the other axes):", ""]
-        lines += _table(["", *(f"bs {bs}" for bs in sizes)], rows) + [""]
-    return lines
+def _compile_table(doc: dict) -> list[str]:
+    """Compiled batched graphs per deployment config (never summed across configs)."""
+    rows = [[_at(e["params"]), _fewer_cell(e["base"], e["head"])]
+            for e in doc["exact_changed"] if e["metric"] == COMPILES]
+    if not rows:
+        return []
+    return _details(f"compiles per deployment config: {len(rows)} configs changed "
+                    f"({escape(METRICS[COMPILES].description)})",
+                    _table(["config", "base → head"], rows[:_CAP]))
 
 
-def _fewer(cell) -> str:
-    if cell is None:
-        return "-"
-    b, h = cell
-    if b == h:
-        return f"{b:g} (0 fewer)"
+def _fewer_cell(b, h) -> str:
+    if b is None or h is None:
+        return change(b, h, "")
     return f"{b:g} → {h:g} ({b - h:g} fewer)" if h < b else f"{b:g} → {h:g} ({h - b:g} more)"
 
 
-def _costs(c: Comparison) -> list[str]:
-    lines = ["#### Iterations, padding and host-to-device bytes per workload", ""]
-    changes = [e for e in c.exact if e.metric in COST_METRICS]
-    if not changes:
-        return lines + ["Unchanged in every config and workload.", ""]
-    by_metric: dict[str, list[ExactChange]] = defaultdict(list)
-    for e in changes:
-        by_metric[e.metric].append(e)
-    rows = []
-    for metric in COST_METRICS:
-        top = sorted(by_metric.get(metric, []), key=lambda e: -_relative(e))[:TOP]
-        rows += [[escape(METRICS[metric].label), escape(case_label(e.params)), change_text(e),
-                  e.direction] for e in top]
-    lines += _table(["figure", "at", "base → head", ""], rows)
-    return lines + [""]
-
-
-def _timings(c: Comparison) -> list[str]:
-    if not c.timings:
+def _exact_table(doc: dict) -> list[str]:
+    if not doc["exact_changed"]:
         return []
     rows = []
-    for t in sorted(c.timings, key=lambda t: (t.verdict.kind != "regression", t.benchmark)):
-        v = t.verdict
-        rows.append([escape(t.benchmark), escape(case_label(t.params)),
-                     format_value(median(t.base), "s"), format_value(median(t.head), "s"),
-                     f"{v.ratio:.2f}× ({v.ci[0]:.2f}–{v.ci[1]:.2f})", f"{v.p_value:.2g}",
-                     f"**{v.kind}**" if v.changed else v.kind + (
-                         f": {escape(v.advice)}" if v.advice else "")])
-    lines = [f"#### Timings (median ratio head/base with 95% interval; a change needs ratio past "
-             f"{c.factor}× and Mann–Whitney p < {c.alpha})", ""]
-    return lines + _table(["benchmark", "params", "base", "head", "ratio", "p", "verdict"],
-                          rows) + [""]
-
-
-def _all_exact(c: Comparison, cap: int = 150) -> list[str]:
-    if not c.exact:
-        return []
-    rows = [[escape(METRICS[e.metric].label if e.metric in METRICS else e.metric),
-             escape(case_label(e.params)), change_text(e), e.direction] for e in c.exact[:cap]]
-    more = ["", f"… and {len(c.exact) - cap} more: see the full report (`--json`) in the run's "
-            "artifacts."] if len(c.exact) > cap else []
-    return _details(f"changed exact figures: {len(c.exact)} of {c.exact_compared}",
+    for e in doc["exact_changed"][:_CAP]:
+        unit = METRICS[e["metric"]].unit if e["metric"] in METRICS else ""
+        name = METRICS[e["metric"]].label if e["metric"] in METRICS else e["metric"]
+        direction = ("worse" if e["head"] is not None and e["base"] is not None
+                     and e["head"] > e["base"] else "better")
+        rows.append([escape(name), _at(e["params"]), escape(change(e["base"], e["head"], unit)),
+                     direction + (" ✅" if e.get("acknowledged") else "")])
+    more = ([f"… and {len(doc['exact_changed']) - _CAP} more: the full comparison (`--json`) "
+             "is in the run's artifacts."] if len(doc["exact_changed"]) > _CAP else [])
+    return _details(f"changed exact figures: {len(doc['exact_changed'])} of "
+                    f"{doc['exact_compared']}",
                     _table(["figure", "at", "base → head", ""], rows) + more)
 
 
-def render(c: Comparison, harness_commit: str | None = None, key: str = "pr-comment",
-           limit: int = GITHUB_BODY_LIMIT, artifact_hint: str | None = None) -> str:
-    lines = [marker(key), f"### spyre-bench: {_headline(c)}", "", f"**{escape(verdict(c))}**", ""]
-    lines += _sides(c) + [""]
-    if c.problems:
-        lines += ["> [!WARNING]", *(f"> {escape(p)}" for p in c.problems), ""]
-    lines += _ladders(c) + _compile_counts(c) + _costs(c) + _timings(c) + _all_exact(c)
-    if c.skipped:
-        lines += _details(f"{len(c.skipped)} figures not compared (skipped or missing)",
-                          [f"- {escape(what)}: {escape(why)}" for what, why in c.skipped])
-    lines += ["---", f"<sub>spyre-bench {__version__}"
+def _timing_table(doc: dict) -> list[str]:
+    if not doc["timings"]:
+        return []
+    rows = []
+    for t in sorted(doc["timings"], key=lambda t: (t["verdict"]["kind"] != "regression",
+                                                   t["benchmark"])):
+        v = t["verdict"]
+        ci = v["ci"]
+        ratio = (f"{v['ratio']:.2f}×" if v["ratio"] is not None else "-") + (
+            f" ({ci[0]:.2f}–{ci[1]:.2f})" if None not in ci else "")
+        rows.append([escape(t["benchmark"]), _at(t["params"]),
+                     format_value(median(t["base"]), "s") if t["base"] else "-",
+                     format_value(median(t["head"]), "s") if t["head"] else "-", ratio,
+                     f"{v['p_value']:.2g}" if v["p_value"] is not None else "-",
+                     escape(v["kind"] + (f": {v['advice']}" if v["advice"] else ""))])
+    return _details(f"timings: median ratio head/base with 95% interval; a change needs the "
+                    f"ratio past {doc['factor']:g}× and Mann–Whitney p < {doc['alpha']:g}",
+                    _table(["benchmark", "params", "base", "head", "ratio", "p", "verdict"],
+                           rows))
+
+
+def _not_compared(doc: dict) -> list[str]:
+    items = [("lost", x) for x in doc["lost"]] + [("skipped", x) for x in doc["skipped"]]
+    if not items:
+        return []
+    by_reason: dict[tuple, list[str]] = defaultdict(list)
+    for kind, x in items:
+        by_reason[(kind, x["why"])].append(x["what"])
+    lines = [f"- {kind}: {escape(why)} × {len(whats)} (e.g. {escape(whats[0])})"
+             for (kind, why), whats in by_reason.items()]
+    return _details(f"{len(items)} figures not compared", lines[:_CAP])
+
+
+def render(doc: dict, harness_commit: str | None = None,
+           limit: int = GITHUB_BODY_LIMIT - _MARKER_ROOM, artifact_hint: str | None = None) -> str:
+    """The comment body for a validated comparison document (no marker: the publisher adds it)."""
+    found = findings(doc)
+    lines = [f"### spyre-bench: {escape(headline(doc, found))}", "",
+             f"**{escape(status(doc))}**", "", _where(doc), ""]
+    numbered = [f for f in found if f.kind != "info"]
+    for i, f in enumerate(numbered, 1):
+        lines.append(f"{i}. {f.icon} {escape(f.text)}")
+    lines += [f"- {f.icon} {escape(f.text)}" for f in found if f.kind == "info"]
+    if found:
+        lines.append("")
+    notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
+    if notes:
+        lines += ["> [!WARNING]", *(f"> {escape(n)}" for n in notes), ""]
+    lines += (_ladder_table(doc) + _compile_table(doc) + _exact_table(doc) + _timing_table(doc)
+              + _not_compared(doc))
+    if doc["timings_measured"] and not doc["timing_advisory"] and doc["timing_notes"]:
+        lines += [escape("; ".join(doc["timing_notes"])), ""]
+    lines += [f"<sub>spyre-bench {escape(__version__)}"
               + (f" ({code(harness_commit[:12])})" if harness_commit else "")
-              + " · every figure is lower-is-better · exact figures are deterministic and "
-                "compared exactly</sub>", ""]
+              + " · every figure is lower-is-better · exact figures compared exactly</sub>", ""]
     pointer = artifact_hint or ("The comment was cut to fit GitHub's size limit; the full "
-                                "report is in the run's artifacts.")
+                                "comparison is in the run's artifacts.")
     return fit_body("\n".join(lines), limit=limit, pointer_text=pointer)

@@ -1,0 +1,388 @@
+"""What a reviewer reads first: a verdict, a truth line, then one ranked line per distinct finding.
+
+Works on the comparison document (plain, validated data: ``harness.report.schema``), so the job
+that posts computes the findings itself. One finding is one cause: a ladder change of one axis
+under one env (default, or an override set named in full), with the iterations, padding, host-to-
+device bytes and compile counts it causes at the same configs. Ranked: wrong or lost, then
+regressions in the default config, then override-only ones, then improvements, then changes with
+no cost effect. Text here is plain; renderers escape it (it carries names from the document).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import median
+
+from harness.metrics import METRICS, format_value
+
+BATCHED_FLAG = "SPYRE_BATCHED_DECODE"
+#: Which ladder axis explains a cost change best, first.
+AXIS_ORDER = ("batched_num_blocks", "kv", "num_blocks", "query", "batched_num_seqs", "num_seqs")
+AXIS_LABEL = {"batched_num_blocks": "batched num_blocks", "batched_num_seqs": "batched num_seqs",
+              "num_blocks": "num_blocks", "num_seqs": "num_seqs", "kv": "kv", "query": "query"}
+#: The cost figures reported with a finding, in this order.
+EFFECTS = ("iterations_per_layer_mean", "padded_slots_per_real_token", "h2d_bytes_per_step",
+           "mask_bytes_per_step", "distinct_compile_keys")
+#: Per deployment config: compiled graphs the batched ladder implies.
+COMPILES = "batched_num_blocks_distinct"
+ICONS = {"wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
+         "acknowledged": "✅", "info": "ℹ️"}
+
+
+@dataclass
+class Finding:
+    kind: str           # wrong, lost, regression, improvement, change, acknowledged, info
+    text: str           # plain text; escape before putting it into markdown
+    rank: tuple = ()
+
+    @property
+    def icon(self) -> str:
+        return ICONS[self.kind]
+
+
+@dataclass
+class _Group:
+    axis: str
+    envs: list[str]
+    changes: list[dict]                       # ladder changes (doc items)
+    effects: list[dict] = field(default_factory=list)
+
+
+# -- small helpers -----------------------------------------------------------------------------
+
+def config_key(params: dict) -> tuple:
+    return (params.get("block_size"), params.get("max_model_len"), params.get("max_num_seqs"),
+            params.get("overrides"))
+
+
+def is_default(doc: dict, overrides) -> bool:
+    """No env override beyond the batched-decode switch (unknown sets count as overrides)."""
+    env = doc["envs"].get(overrides)
+    if env is None:
+        return overrides in ("none", "batched", None)
+    return not (set(env) - {BATCHED_FLAG})
+
+
+def env_text(doc: dict, names: list[str]) -> str:
+    """``default config`` or the override set's variables in full (``SPYRE_ATTN_KV_BUCKETS=...``)."""
+    if all(is_default(doc, n) for n in names):
+        return "default config (no env override)"
+    parts = []
+    for n in names:
+        env = doc["envs"].get(n)
+        if env is None:
+            parts.append(f"env {n}")
+        else:
+            parts.append(" ".join(f"{k}={v}" for k, v in sorted(env.items()) if k != BATCHED_FLAG)
+                         or "default config")
+    return " / ".join(dict.fromkeys(parts))
+
+
+def factor(base, head) -> str:
+    if base is None or head is None:
+        return ""
+    if base == 0:
+        return "new" if head else ""
+    return f"{head / base:.3g}×"
+
+
+def change(base, head, unit: str) -> str:
+    """``4 → 128``, with as many digits as it takes to show that two values differ."""
+    a, b = format_value(base, unit), format_value(head, unit)
+    if a == b and base != head and base is not None and head is not None:
+        if unit == "bytes":
+            a, b = f"{base:,.0f} B", f"{head:,.0f} B"
+        for digits in (6, 9, 12, 17):
+            if a != b:
+                break
+            a, b = f"{base:.{digits}g}", f"{head:.{digits}g}"
+    return f"{a} → {b}"
+
+
+def change_with_factor(base, head, unit: str) -> str:
+    f = factor(base, head)
+    return change(base, head, unit) + (f", {f}" if f else "")
+
+
+def ladder(values) -> str:
+    return "(none)" if values is None else "[" + ",".join(map(str, values)) + "]"
+
+
+def label(metric: str) -> str:
+    return METRICS[metric].label if metric in METRICS else metric
+
+
+def unit(metric: str) -> str:
+    return METRICS[metric].unit if metric in METRICS else ""
+
+
+def _log_factor(e: dict) -> float:
+    b, h = e["base"], e["head"]
+    if b is None or h is None:
+        return 0.0
+    if b == 0 or h == 0:
+        return math.inf if b != h else 0.0
+    return abs(math.log(h / b))
+
+
+def _config_text(params: dict, skip=("overrides",)) -> str:
+    names = {"block_size": "block_size", "max_model_len": "max_model_len",
+             "max_num_seqs": "max_num_seqs", "workload": "workload"}
+    return ", ".join(f"{names.get(k, k)} {v}" for k, v in params.items() if k not in skip)
+
+
+# -- grouping ----------------------------------------------------------------------------------
+
+def _groups(doc: dict) -> list[_Group]:
+    """Ladder changes by (axis, env); envs with identical changes merged; effects attached."""
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for ld in doc["ladders"]:
+        env = ld["params"].get("overrides")
+        by[(ld["axis"], "default" if is_default(doc, env) else env)].append(ld)
+    merged: dict[tuple, _Group] = {}
+    for (axis, _cls), items in by.items():
+        shape = frozenset((ld["params"].get("block_size"), ld["params"].get("max_model_len"),
+                           ld["params"].get("max_num_seqs"), tuple(ld["base"] or ()),
+                           tuple(ld["head"] or ())) for ld in items)
+        envs = list(dict.fromkeys(ld["params"].get("overrides") for ld in items))
+        if (axis, shape) in merged:
+            merged[(axis, shape)].envs += envs
+            merged[(axis, shape)].changes += items
+        else:
+            merged[(axis, shape)] = _Group(axis, envs, list(items))
+    groups = list(merged.values())
+    rank = {a: i for i, a in enumerate(AXIS_ORDER)}
+    at: dict[tuple, _Group] = {}
+    for g in sorted(groups, key=lambda g: rank.get(g.axis, 99), reverse=True):
+        for ld in g.changes:
+            at[config_key(ld["params"])] = g        # the best-ranked axis wins
+    loose: dict[str, list[dict]] = defaultdict(list)
+    for e in doc["exact_changed"]:
+        g = at.get(config_key(e["params"]))
+        if g is not None:
+            g.effects.append(e)
+        else:
+            env = e["params"].get("overrides")
+            loose["default" if is_default(doc, env) else str(env)].append(e)
+    for cls, effects in loose.items():
+        envs = list(dict.fromkeys(e["params"].get("overrides") for e in effects))
+        groups.append(_Group("", envs, [], effects))
+    return groups
+
+
+def _kind(g: _Group) -> str:
+    worse = any(e["base"] is not None and e["head"] is not None and e["head"] > e["base"]
+                for e in g.effects)
+    better = any(e["base"] is not None and e["head"] is not None and e["head"] < e["base"]
+                 for e in g.effects)
+    items = g.changes + g.effects
+    if items and all(i.get("acknowledged") for i in items):
+        return "acknowledged"
+    return "regression" if worse else "improvement" if better else "change"
+
+
+_FULL = {"block_size": "block_size", "max_model_len": "max_model_len",
+         "max_num_seqs": "max_num_seqs", "workload": "workload"}
+_FIELDS = ("block_size", "max_model_len", "max_num_seqs")
+
+
+def _fields(params: dict, names) -> str:
+    return ", ".join(f"{_FULL.get(k, k)} {params[k]}" for k in names if k in params)
+
+
+def _group_text(doc: dict, g: _Group, kind: str) -> str:
+    default = all(is_default(doc, n) for n in g.envs)
+    every = len(g.envs) > 1 and set(g.envs) >= set(doc["envs"]) and doc["envs"]
+    where = ("every env compared" if every else env_text(doc, g.envs))
+    items = g.changes + g.effects
+    configs = {config_key(x["params"])[:3] for x in items}
+    fixed = [k for k in _FIELDS if len({x["params"].get(k) for x in items}) == 1]
+    varying = [k for k in _FIELDS if k not in fixed]
+    what = {"regression": "regression", "improvement": "improvement", "change": "change",
+            "acknowledged": "acknowledged change"}[kind]
+    sample = items[0]["params"]
+    at = f" at {_fields(sample, fixed)}" if fixed else ""
+    head = (f"{what} in the {where}" if default and not every else f"{what} in {where}"
+            if every else f"{what} under {where}") + at + f" × {len(configs)} configs"
+    parts = []
+    workload_effects = [e for e in g.effects if e["params"].get("workload") is not None]
+    pool = [e for e in workload_effects if (e["head"] or 0) > (e["base"] or 0)] \
+        if kind == "regression" else workload_effects
+    worst = max(pool or g.effects, key=_log_factor, default=None)
+    if g.changes:
+        seen, shown = set(), []
+        for ld in sorted(g.changes, key=lambda ld: _order(config_key(ld["params"])[:3])):
+            key = config_key(ld["params"])[:3]
+            if key not in seen:
+                seen.add(key)
+                shown.append(f"{_fields(ld['params'], varying)} "
+                             f"{ladder(ld['base'])} → {ladder(ld['head'])}".strip())
+        parts.append(f"{AXIS_LABEL.get(g.axis, g.axis)} ladder " + "; ".join(shown[:4])
+                     + ("; …" if len(shown) > 4 else ""))
+    else:
+        parts.append("figures changed with no ladder change ("
+                     + ", ".join(sorted({label(e["metric"]) for e in g.effects})) + ")")
+    if worst is not None:
+        same = [e for e in g.effects if e["params"] == worst["params"]]
+        effects = [f"{label(m)} {change_with_factor(e['base'], e['head'], unit(m))}"
+                   for m in EFFECTS for e in same if e["metric"] == m] or [
+            f"{label(worst['metric'])} "
+            f"{change_with_factor(worst['base'], worst['head'], unit(worst['metric']))}"]
+        place = _fields(worst["params"], varying + ["workload"])
+        parts.append("largest: " + "; ".join(effects) + (f" ({place})" if place else ""))
+    compiles = sorted((e for e in g.effects if e["metric"] == COMPILES),
+                      key=lambda e: _order(config_key(e["params"])[:3]))
+    if compiles:
+        per = list(dict.fromkeys(
+            f"{_fields(e['params'], varying) or 'each config'} {_fewer(e['base'], e['head'])}"
+            for e in compiles))
+        parts.append("compiled batched graphs per num_seqs bucket: " + "; ".join(per[:4])
+                     + ("; …" if len(per) > 4 else ""))
+    return f"{head}: " + ". ".join(parts) + _directions(g.effects)
+
+
+def _order(key: tuple) -> tuple:
+    return tuple((v is None, v if isinstance(v, (int, float)) else 0, str(v)) for v in key)
+
+
+def _fewer(base, head) -> str:
+    if base is None or head is None:
+        return change(base, head, "")
+    d = base - head
+    return f"{base:g} → {head:g} ({d:g} fewer)" if d > 0 else f"{base:g} → {head:g} ({-d:g} more)"
+
+
+def _directions(effects: list[dict]) -> str:
+    worse = sum(1 for e in effects if e["base"] is not None and e["head"] is not None
+                and e["head"] > e["base"])
+    better = sum(1 for e in effects if e["base"] is not None and e["head"] is not None
+                 and e["head"] < e["base"])
+    if not (worse or better):
+        return ""
+    return f" ({worse} figures worse, {better} better)"
+
+
+def _common_block_size(g: _Group):
+    sizes = {x["params"].get("block_size") for x in g.changes}
+    return next(iter(sizes)) if len(sizes) == 1 else None
+
+
+def _unchanged_default(doc: dict) -> Finding | None:
+    """Default configs whose batched num_blocks ladder did not move: 0 fewer compiles there."""
+    moved = {config_key(x["params"]) for x in doc["ladders"] if x["axis"] == "batched_num_blocks"}
+    moved |= {config_key(x["params"]) for x in doc["exact_changed"] if x["metric"] == COMPILES}
+    default = [c for c in doc["configs"] if is_default(doc, c.get("overrides"))]
+    if not default or not (doc["ladders"] or doc["exact_changed"]):
+        return None
+    touched = {c.get("block_size") for c in default if config_key(c) in moved}
+    quiet = sorted({c.get("block_size") for c in default} - touched,
+                   key=lambda v: (v is None, v))
+    if not quiet:
+        return None
+    return Finding("info", "default config at block_size " + ", ".join(map(str, quiet))
+                   + " (every max_model_len compared): batched num_blocks ladder identical, "
+                     "so 0 fewer compiles there")
+
+
+# -- the findings ------------------------------------------------------------------------------
+
+def findings(doc: dict) -> list[Finding]:
+    out = [Finding("wrong", f"wrong kernel: {m['what']}: {m['why']}", (0, i))
+           for i, m in enumerate(doc["mismatches"])]
+    lost: dict[str, list[str]] = defaultdict(list)
+    for item in doc["lost"]:
+        lost[item["why"]].append(item["what"])
+    for i, (why, whats) in enumerate(sorted(lost.items(), key=lambda kv: -len(kv[1]))):
+        out.append(Finding("lost", f"lost: the base had it, the head does not: {why} "
+                                   f"(e.g. {whats[0]}) × {len(whats)}", (1, i)))
+    for g in _groups(doc):
+        kind = _kind(g)
+        default = all(is_default(doc, n) for n in g.envs)
+        order = {"regression": 2, "improvement": 4, "change": 6, "acknowledged": 7}[kind]
+        if kind in ("regression", "improvement") and not default:
+            order += 1
+        worst = max((_log_factor(e) for e in g.effects), default=0.0)
+        out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis)))
+    for t in doc["timings"]:
+        v = t["verdict"]
+        if v["kind"] not in ("regression", "improvement"):
+            continue
+        ci = v["ci"]
+        ci_text = f"95% CI {ci[0]:.2f}–{ci[1]:.2f}×" if None not in ci else "no interval"
+        p = f"p={v['p_value']:.2g}" if v["p_value"] is not None else ""
+        advisory = " (advisory)" if doc["timing_advisory"] else ""
+        slower = "slower" if v["kind"] == "regression" else "faster"
+        out.append(Finding(v["kind"], f"timing {v['kind']}{advisory}: {t['benchmark']} "
+                           f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
+                           f"median {format_value(median(t['base']), 's')} → "
+                           f"{format_value(median(t['head']), 's')}; {ci_text}, {p})",
+                           (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
+                            if v["ratio"] else 0, t["benchmark"])))
+    out.sort(key=lambda f: f.rank)
+    info = _unchanged_default(doc)
+    if info is not None:
+        out.append(info)
+    return out
+
+
+def headline(doc: dict, found: list[Finding]) -> str:
+    """The verdict: the worst thing first, never green for what could not be checked."""
+    kinds = [f.kind for f in found]
+    if "wrong" in kinds:
+        return "❌ wrong kernel: the oracle rejects an output"
+    if "lost" in kinds:
+        return "❌ lost: the head lacks figures the base had"
+    if doc["problems"]:
+        return "⚠️ not comparable"
+    regressions = kinds.count("regression")
+    improvements = kinds.count("improvement")
+    changes = kinds.count("change")
+    if regressions or improvements or changes:
+        parts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
+                 ((regressions, "regression"), (improvements, "improvement"),
+                  (changes, "other change")) if n]
+        icon = "🔴" if regressions else "🟡"
+        return f"{icon} " + ", ".join(parts)
+    if "acknowledged" in kinds:
+        return "✅ every change acknowledged"
+    if not doc["exact_compared"] and not doc["timings"]:
+        return "⚠️ nothing compared"
+    if not doc["timings_measured"] or doc["oracle"] is None:
+        return "⚪ exact figures unchanged; " + ("timings not measured" if not
+                                                 doc["timings_measured"] else "oracle not run")
+    unsure = sum(t["verdict"]["kind"] == "inconclusive" for t in doc["timings"])
+    if unsure or doc["timing_advisory"]:
+        return "⚪ no change found; " + (f"{unsure} timings inconclusive" if unsure
+                                          else "timing verdicts advisory")
+    return "🟢 no change"
+
+
+def status(doc: dict) -> str:
+    """The truth line: what was compared, what was not, whether the oracle and timings ran."""
+    changed = len(doc["exact_changed"])
+    parts = [f"exact: {changed:,} of {doc['exact_compared']:,} figures changed"
+             + (f", {len(doc['ladders']):,} ladder entries" if doc["ladders"] else "")]
+    not_compared = len(doc["skipped"]) + len(doc["lost"])
+    parts.append(f"{not_compared:,} not compared")
+    exp = doc.get("expected")
+    if exp is not None:
+        parts.append(f"{exp['unacknowledged']:,} unacknowledged, {exp['acknowledged']:,} "
+                     "acknowledged" + (f" ({exp['stale']} stale)" if exp["stale"] else ""))
+    oracle = doc["oracle"]
+    if oracle is None:
+        parts.append("oracle not run")
+    else:
+        parts.append(f"oracle: {oracle['matched']}/{oracle['checked']} probes match")
+    if not doc["timings_measured"]:
+        parts.append("timings not measured")
+    else:
+        kinds = defaultdict(int)
+        for t in doc["timings"]:
+            kinds[t["verdict"]["kind"]] += 1
+        text = ", ".join(f"{n} {k if n == 1 or k != 'regression' else 'regressions'}"
+                         if k != "improvement" or n == 1 else f"{n} improvements"
+                         for k, n in kinds.items()) or "none paired"
+        parts.append(f"timings: {text}" + (" (advisory)" if doc["timing_advisory"] else ""))
+    return " · ".join(parts)

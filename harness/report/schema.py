@@ -1,0 +1,183 @@
+"""The comparison document's strict schema, and its validator (no third-party imports).
+
+The document (``harness.analyze.compare.as_document``) is written by a job that ran PR code, so the
+privileged job that posts treats it as hostile data: every object has exactly the keys listed, every
+string a bounded length (and names a pattern), every list a bounded size, numbers are finite. A
+document that does not fit is refused whole, with the path of the first offence. Validation decides
+shape only; what the strings say is still escaped when rendered.
+
+The schema is JSON Schema vocabulary (type, properties, required, additionalProperties, items,
+maxItems, maxLength, pattern, enum, minimum), interpreted here by a small validator so the posting
+path needs no extra package; ``SCHEMA`` can be dumped for documentation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from harness.analyze.document import DOCUMENT_SCHEMA as SCHEMA_NAME
+from harness.errors import HarnessError
+
+#: Documents larger than this are refused before parsing.
+MAX_BYTES = 64 << 20
+_MANY = 500_000
+_TEXT = {"type": "string", "maxLength": 2000}
+_NAME = {"type": "string", "maxLength": 200, "pattern": r"[A-Za-z0-9_.:\-]+"}
+_NUM = {"type": ["number", "null"]}
+_SCALAR = {"type": ["integer", "number", "string", "boolean", "null"], "maxLength": 200}
+_PARAMS = {"type": "object", "maxProperties": 16,
+           "propertyNames": {"pattern": r"[a-z_][a-z0-9_]{0,40}"},
+           "additionalProperties": _SCALAR}
+_LADDER = {"type": ["array", "null"], "maxItems": 4096, "items": {"type": "integer"}}
+_SIDE = {"type": "object", "additionalProperties": False,
+         "required": ["label", "commit", "machine", "device", "env_name", "harness"],
+         "properties": {"label": {"type": "string", "maxLength": 500},
+                        "commit": {"type": ["string", "null"], "pattern": r"[0-9a-f]{40}"},
+                        **{k: {"type": ["string", "null"], "maxLength": 200}
+                           for k in ("machine", "device", "env_name", "harness")}}}
+_REASONED = {"type": "array", "maxItems": _MANY, "items": {
+    "type": "object", "additionalProperties": False, "required": ["what", "why"],
+    "properties": {"what": _TEXT, "why": _TEXT}}}
+_SAMPLES = {"type": "array", "maxItems": 10_000, "items": {"type": "number"}}
+
+SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["schema", "base", "head", "factor", "alpha", "exact_compared", "exact_changed",
+                 "ladders", "timings", "timings_measured", "timing_advisory", "timing_notes",
+                 "oracle", "mismatches", "lost", "skipped", "problems", "configs", "envs"],
+    "properties": {
+        "schema": {"enum": [SCHEMA_NAME]},
+        "base": _SIDE, "head": _SIDE,
+        "factor": {"type": "number", "minimum": 1}, "alpha": {"type": "number", "minimum": 0},
+        "exact_compared": {"type": "integer", "minimum": 0},
+        "exact_changed": {"type": "array", "maxItems": _MANY, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["metric", "params", "base", "head"],
+            "properties": {"metric": _NAME, "params": _PARAMS, "base": _NUM, "head": _NUM,
+                           "acknowledged": {"type": "boolean"}}}},
+        "ladders": {"type": "array", "maxItems": _MANY, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["params", "axis", "base", "head"],
+            "properties": {"params": _PARAMS, "axis": _NAME, "base": _LADDER, "head": _LADDER,
+                           "acknowledged": {"type": "boolean"}}}},
+        "timings": {"type": "array", "maxItems": 10_000, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["benchmark", "params", "unit", "base", "head", "verdict"],
+            "properties": {
+                "benchmark": _NAME, "params": _PARAMS, "unit": _NAME,
+                "base": _SAMPLES, "head": _SAMPLES,
+                "verdict": {"type": "object", "additionalProperties": False,
+                            "required": ["kind", "ratio", "ci", "p_value", "advice"],
+                            "properties": {
+                                "kind": {"enum": ["regression", "improvement", "no change",
+                                                  "inconclusive"]},
+                                "ratio": _NUM, "p_value": _NUM, "advice": _TEXT,
+                                "ci": {"type": "array", "maxItems": 2, "minItems": 2,
+                                       "items": _NUM}}}}}},
+        "timings_measured": {"type": "boolean"}, "timing_advisory": {"type": "boolean"},
+        "timing_notes": {"type": "array", "maxItems": 20, "items": _TEXT},
+        "oracle": {"type": ["object", "null"], "additionalProperties": False,
+                   "required": ["matched", "checked"],
+                   "properties": {"matched": {"type": "integer", "minimum": 0},
+                                  "checked": {"type": "integer", "minimum": 0}}},
+        "mismatches": _REASONED, "lost": _REASONED, "skipped": _REASONED,
+        "problems": {"type": "array", "maxItems": 20, "items": _TEXT},
+        "configs": {"type": "array", "maxItems": 100_000, "items": _PARAMS},
+        "envs": {"type": "object", "maxProperties": 64,
+                 "propertyNames": {"pattern": r"[A-Za-z0-9_.\-]{1,64}"},
+                 "additionalProperties": {
+                     "type": "object", "maxProperties": 16,
+                     "propertyNames": {"pattern": r"[A-Z][A-Z0-9_]{0,63}"},
+                     "additionalProperties": {"type": "string", "maxLength": 500}}},
+        "expected": {"type": "object", "additionalProperties": False,
+                     "required": ["file", "acknowledged", "unacknowledged", "stale"],
+                     "properties": {"file": {"type": "string", "maxLength": 500},
+                                    **{k: {"type": "integer", "minimum": 0}
+                                       for k in ("acknowledged", "unacknowledged", "stale")}}},
+    },
+}
+
+
+class SchemaError(HarnessError):
+    """The document does not fit the schema; nothing of it is used."""
+
+
+def load_document(raw: bytes) -> dict:
+    """Parse and validate a document (bytes from an artifact); SchemaError when it does not fit."""
+    if len(raw) > MAX_BYTES:
+        raise SchemaError(f"comparison document is {len(raw):,} bytes, over {MAX_BYTES:,}")
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SchemaError(f"comparison document is not JSON: {exc}") from None
+    validate(doc)
+    return doc
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def validate(doc, schema: dict = SCHEMA, path: str = "$") -> None:
+    """Raise SchemaError naming the first place ``doc`` breaks ``schema``."""
+    if "enum" in schema and doc not in schema["enum"]:
+        _fail(path, f"must be one of {schema['enum']}")
+    types = schema.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(_is(doc, t) for t in types):
+            _fail(path, f"must be {' or '.join(types)}")
+    if isinstance(doc, str):
+        if len(doc) > schema.get("maxLength", 10_000):
+            _fail(path, f"longer than {schema.get('maxLength', 10_000)} characters")
+        if "pattern" in schema and not re.fullmatch(schema["pattern"], doc):
+            _fail(path, "has characters its field does not allow")
+    if isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        if "minimum" in schema and doc < schema["minimum"]:
+            _fail(path, f"below {schema['minimum']}")
+    if isinstance(doc, list):
+        if len(doc) > schema.get("maxItems", 0) or len(doc) < schema.get("minItems", 0):
+            _fail(path, "has the wrong number of items")
+        for i, item in enumerate(doc):
+            validate(item, schema.get("items", {}), f"{path}[{i}]")
+    if isinstance(doc, dict):
+        _validate_object(doc, schema, path)
+
+
+def _validate_object(doc: dict, schema: dict, path: str) -> None:
+    if len(doc) > schema.get("maxProperties", 10_000):
+        _fail(path, "has too many keys")
+    for key in schema.get("required", []):
+        if key not in doc:
+            _fail(path, f"lacks {key!r}")
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties", True)
+    names = schema.get("propertyNames")
+    for key, value in doc.items():
+        if names and not re.fullmatch(names["pattern"], key):
+            _fail(path, f"has a key its schema does not allow ({key[:40]!r})")
+        if key in props:
+            validate(value, props[key], f"{path}.{key}")
+        elif extra is False:
+            _fail(path, f"has an unknown key {key[:40]!r}")
+        elif isinstance(extra, dict):
+            validate(value, extra, f"{path}.{key}")
+
+
+def _is(value, kind: str) -> bool:
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    return isinstance(value, {"string": str, "array": list, "object": dict}[kind])
+
+
+def _fail(path: str, what: str):
+    raise SchemaError(f"comparison document: {path} {what}")
