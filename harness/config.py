@@ -49,6 +49,10 @@ class EngineConfig:
                 raise ConfigError(f"{field.name} must be an integer, got {value!r}")
             if value < 1:
                 raise ConfigError(f"{field.name} must be >= 1, got {value}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses this: a step could not hold one token per sequence.
+            raise ConfigError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                              f"max_num_seqs ({self.max_num_seqs}), as vLLM requires")
         if self.block_size % 64:
             raise ConfigError(
                 f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
@@ -128,12 +132,17 @@ class Overrides:
     @classmethod
     def parse(cls, assignments: list[str]) -> Overrides:
         """From ``KEY=VALUE`` strings (the CLI's ``--env``)."""
-        env = {}
+        env: dict[str, str] = {}
         for item in assignments:
             key, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(f"--env {item!r}: expected KEY=VALUE, e.g. {KV_BUCKETS}=128,8192")
-            env[key.strip()] = value
+            key = key.strip()
+            if key in env:
+                # Keeping the last one silently would measure something the user did not ask.
+                raise ConfigError(f"--env {key} given twice ({env[key]!r} and {value!r}); "
+                                  "give it once")
+            env[key] = value
         return cls.from_env(env)
 
     def get(self, name: str) -> str | None:

@@ -19,3 +19,13 @@ class SubjectError(HarnessError):
 
 class CapabilityMissing(HarnessError):
     """The subject lacks what a figure needs: that figure is a skip with this reason."""
+
+
+
+class NothingComputed(HarnessError):
+    """Every row was a skip: after the table, one error line and exit status 2, so a command
+    never exits 0 on what it could not compute."""
+
+    def __init__(self, reasons: list[str]):
+        first = reasons[0] if reasons else "no rows"
+        super().__init__(f"nothing computed: all {len(reasons)} row(s) skipped; first: {first}")

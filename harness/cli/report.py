@@ -21,7 +21,8 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
-    p.add_argument("--branch", default="main")
+    p.add_argument("--branch", help="branch of --repo whose history orders the commits "
+                   "(default: the branch checked out there)")
     p.add_argument("--out", type=Path, default=Path(".asv/site"),
                    help="output folder (default %(default)s)")
     p.add_argument("--asv", action="store_true",
