@@ -20,6 +20,10 @@ QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
 NUM_SEQS_BUCKETS = "SPYRE_ATTN_NUM_SEQS_BUCKETS"
 BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
 ENV_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
+#: Host-to-device bytes one step may need before the config is called absurd: more than any
+#: accelerator's memory, so no engine could run such a step and the figure would mislead.
+MAX_STEP_BYTES = 64 << 30
+
 _SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
           BATCHED_DECODE: "batched"}
 
@@ -176,3 +180,11 @@ class Overrides:
         merged = self.as_env()
         merged.update(env)
         return Overrides.from_env(merged)
+
+
+def check_step_bytes(nbytes: int, where: str, limit: int = MAX_STEP_BYTES) -> None:
+    """Refuse a step whose host-to-device bytes exceed ``limit``, naming the figure."""
+    if nbytes > limit:
+        raise ConfigError(f"{where}: a step needs {nbytes:.3g} bytes host-to-device "
+                          f"({nbytes / 2**30:.3g} GiB), above the {limit / 2**30:g} GiB limit; "
+                          "an absurd bucket override?")
