@@ -37,7 +37,7 @@ def first_parent_history(repo: Path, branch: str) -> list[str]:
     out = gitrev.git(repo, "rev-list", "--first-parent", "--reverse", branch, check=False)
     if out.returncode:
         raise HarnessError(f"--repo {repo}: no branch {branch!r} "
-                           f"({out.stderr.decode(errors='replace').strip()})")
+                           f"({out.stderr.decode(errors='replace').strip().splitlines()[0]})")
     return out.stdout.decode().split()
 
 
