@@ -116,6 +116,12 @@ CASES = [
      "no branch 'nope'"),
     ("changes-detached", "changes --results-dir {w}/stored --repo {detached}", 2,
      "HEAD is detached"),
+    ("changes-json-missing-folder", "changes --results-dir {w}/stored --json {w}/nope/c.json", 2,
+     "cannot write {w}/nope/c.json"),
+    ("changes-issues-under-a-file", "changes --results-dir {w}/stored --issues-dir "
+     "{w}/a-file/issues", 2, "cannot write {w}/a-file/issues"),
+    ("report-out-under-a-file", "report --results-dir {w}/stored --out {w}/a-file/site", 2,
+     "cannot write {w}/a-file/site"),
     ("report-asv-no-repo", "report --results-dir {w}/stored --asv --out {w}/site", 2,
      "--asv needs --repo"),
     # -- comment --
@@ -177,9 +183,10 @@ def work(tmp_path_factory) -> dict[str, Path]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (git's own bookkeeping aside) -> digest of its bytes."""
+    """Every file and folder under ``root`` (git's own bookkeeping aside) -> digest or "dir"."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+            if p.is_file() else "dir"
+            for p in sorted(root.rglob("*")) if ".git" not in p.parts}
 
 
 @pytest.mark.parametrize("case_id,argv,code,text", CASES, ids=[c[0] for c in CASES])

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.errors import writing
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -84,12 +86,14 @@ def run(args) -> int:
         if str(args.json) == "-":
             print(text)
         else:
-            args.json.write_text(text)
+            with writing(args.json):
+                args.json.write_text(text)
     if args.issues_dir:
-        args.issues_dir.mkdir(parents=True, exist_ok=True)
-        for r in regressions:
-            (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
-                issue_markdown(r, args.repo_url))
+        with writing(args.issues_dir):
+            args.issues_dir.mkdir(parents=True, exist_ok=True)
+            for r in regressions:
+                (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
+                    issue_markdown(r, args.repo_url))
     if str(args.json) != "-":
         rows = [[r.first_bad[:12], r.last_good[:12], len(r.candidates), r.kind,
                  f"{len(r.worse)} worse, {len(r.points) - len(r.worse)} better",
