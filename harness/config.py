@@ -20,6 +20,10 @@ QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
 NUM_SEQS_BUCKETS = "SPYRE_ATTN_NUM_SEQS_BUCKETS"
 BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
 ENV_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
+#: Host-to-device bytes one step may need before the config is called absurd: more than any
+#: accelerator's memory, so no engine could run such a step and the figure would mislead.
+MAX_STEP_BYTES = 64 << 30
+
 _SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
           BATCHED_DECODE: "batched"}
 
@@ -49,6 +53,10 @@ class EngineConfig:
                 raise ConfigError(f"{field.name} must be an integer, got {value!r}")
             if value < 1:
                 raise ConfigError(f"{field.name} must be >= 1, got {value}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses this: a step could not hold one token per sequence.
+            raise ConfigError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                              f"max_num_seqs ({self.max_num_seqs}), as vLLM requires")
         if self.block_size % 64:
             raise ConfigError(
                 f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
@@ -128,12 +136,17 @@ class Overrides:
     @classmethod
     def parse(cls, assignments: list[str]) -> Overrides:
         """From ``KEY=VALUE`` strings (the CLI's ``--env``)."""
-        env = {}
+        env: dict[str, str] = {}
         for item in assignments:
             key, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(f"--env {item!r}: expected KEY=VALUE, e.g. {KV_BUCKETS}=128,8192")
-            env[key.strip()] = value
+            key = key.strip()
+            if key in env:
+                # Keeping the last one silently would measure something the user did not ask.
+                raise ConfigError(f"--env {key} given twice ({env[key]!r} and {value!r}); "
+                                  "give it once")
+            env[key] = value
         return cls.from_env(env)
 
     def get(self, name: str) -> str | None:
@@ -167,3 +180,11 @@ class Overrides:
         merged = self.as_env()
         merged.update(env)
         return Overrides.from_env(merged)
+
+
+def check_step_bytes(nbytes: int, where: str, limit: int = MAX_STEP_BYTES) -> None:
+    """Refuse a step whose host-to-device bytes exceed ``limit``, naming the figure."""
+    if nbytes > limit:
+        raise ConfigError(f"{where}: a step needs {nbytes:.3g} bytes host-to-device "
+                          f"({nbytes / 2**30:.3g} GiB), above the {limit / 2**30:g} GiB limit; "
+                          "an absurd bucket override?")

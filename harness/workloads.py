@@ -116,7 +116,13 @@ def _four_3_block_decodes(c: EngineConfig, rng: random.Random) -> Step:
 
 def _mixed_prefill_decode(c: EngineConfig, rng: random.Random) -> Step:
     """Decodes first (the builder's order), then one or two prefill chunks within the budget."""
-    prefills = min(rng.randint(1, 2), c.max_num_seqs)
+    if c.max_num_batched_tokens < 2 or c.max_model_len < 2:
+        # A prefill chunk has at least 2 tokens: the mix cannot exist here (a skip, not a crash).
+        raise TraceError(f"mixed-prefill-decode needs room for a prefill chunk of 2 tokens; "
+                         f"max_num_batched_tokens is {c.max_num_batched_tokens}, max_model_len "
+                         f"{c.max_model_len}")
+    # Each prefill keeps at least 2 tokens of the budget, so every step has one.
+    prefills = min(rng.randint(1, 2), c.max_num_seqs, c.max_num_batched_tokens // 2)
     decodes = rng.randint(0, c.max_num_seqs - prefills)
     decodes = min(decodes, max(0, c.max_num_batched_tokens - 2 * prefills))
     step = [Seq(rng.randint(1, c.max_model_len)) for _ in range(decodes)]
@@ -206,9 +212,12 @@ def load_trace(path: str | Path) -> Workload:
     """A trace file: one step per line, ``#`` comments and blank lines ignored."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TraceError(f"trace {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"trace {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                         f"offset {exc.start}); expected one step per line") from None
     steps, origins = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.split("#", 1)[0]

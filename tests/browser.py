@@ -15,6 +15,10 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+#: Upper bound on each wait for the page's state (Playwright's default, 30 s, failed under load).
+STATE_TIMEOUT_MS = 180_000
+
+
 @dataclass
 class PageCheck:
     console_errors: list[str]
@@ -42,19 +46,23 @@ def open_page(path: Path, screenshot: str | Path) -> PageCheck:
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS, timeout=STATE_TIMEOUT_MS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(path.resolve().as_uri())
-            page.wait_for_load_state("load")
+            # Wait on the page's state (loaded, its last element parsed), never on a fixed time:
+            # the generous bound only turns a hang into a failure on a loaded machine.
+            page.set_default_timeout(STATE_TIMEOUT_MS)
+            page.goto(path.resolve().as_uri(), wait_until="load")
+            page.wait_for_selector("#report-end", state="attached")
+            page.wait_for_function("document.readyState === 'complete'")
             figures = page.locator("figure.plot")
             check = PageCheck(errors, figures.count(),
                               figures.evaluate_all("els => els.map(e => e.dataset.title)"),
                               page.locator("figure.plot svg path").count(),
                               page.inner_text("body"), screenshot)
-            page.screenshot(path=str(screenshot), full_page=True)
+            page.screenshot(path=str(screenshot), full_page=True, timeout=STATE_TIMEOUT_MS)
         finally:
             browser.close()
     return check

@@ -101,3 +101,76 @@ def test_exact_path_never_imports_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+SMALL_KERNEL = ["--max-model-len", "512", "--max-num-seqs", "8", "--max-num-batched-tokens", "256",
+                "--num-kv-heads", "2", "--queries-per-kv", "2", "--head-size", "16",
+                "--device", "cpu"]
+
+
+def test_kernel_gates_on_fallbacks_and_reports_progress_in_a_pipe():
+    args = ["kernel", "--subject", "reference:chunked", "--workload", "bimodal", "--steps", "6",
+            *SMALL_KERNEL, "--no-timing", "--recompile-limit", "1"]
+    proc = spyre_bench(*args, "--fail-on", "wrong,fallbacks", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "fall-backs" in proc.stdout and "NO:" in proc.stdout
+    # stderr is a pipe here: one line per unit of work, no bar
+    lines = proc.stderr.splitlines()
+    assert lines and all(ln.startswith("[kernel ") for ln in lines), proc.stderr
+    assert any("compiled graphs" in ln for ln in lines) and lines[-1].endswith(": done")
+    # the same verdict does not gate unless asked
+    assert spyre_bench(*args, check=False).returncode == 0
+
+
+def test_kernel_absurd_bucket_is_a_skip_with_the_figure_not_wrong():
+    proc = spyre_bench("kernel", "--subject", "reference:post-810-topup", "--env",
+                       "SPYRE_ATTN_KV_BUCKETS=99999999999999999999", "--batched", "--step",
+                       "150,150,150,150", *SMALL_KERNEL, "--no-graphs", check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "WRONG" not in proc.stdout and "skipped" in proc.stdout
+    [error] = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert "(1.68e+12 GiB), above the 64 GiB limit" in error
+
+
+def test_progress_heartbeat_in_a_pipe(tmp_path):
+    """A unit of work longer than the heartbeat still shows a line per period."""
+    import io
+    import time
+
+    from harness.progress import Progress
+    out = io.StringIO()
+    with Progress(2, "test", stream=out, heartbeat_s=0.5) as advance:
+        advance("a", "working")
+        time.sleep(2.2)
+        advance("a", "done", 1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[test 0/2 0s] a: working"
+    assert sum("still at a: working" in ln for ln in lines) >= 2
+    assert lines[-1].startswith("[test 1/2") and lines[-1].endswith("a: done")
+
+
+def test_progress_is_quiet_for_quick_commands():
+    import io
+
+    from harness.progress import Progress
+    out = io.StringIO()
+    with Progress(1, "cost", stream=out, quiet_s=5) as advance:
+        advance("x", "done", 1)
+    assert out.getvalue() == ""
+
+
+def test_changes_follows_the_checked_out_branch_and_warns_when_nothing_is_on_it(tmp_path):
+    from tests.test_bad_input_catalogue import _git
+    from tests.test_compare_stored import results
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "trunk")
+    (repo / "f").write_text("x")
+    _git(repo, "add", "f")
+    _git(repo, "commit", "-q", "-m", "one")
+    stored = tmp_path / "stored"
+    stored.mkdir()
+    results(stored)
+    proc = spyre_bench("changes", "--results-dir", str(stored), "--repo", str(repo), check=False)
+    assert proc.returncode == 0, proc.stderr   # no branch "main" here: the checked-out one is used
+    assert "none of the 2 measured commit(s) is on branch 'trunk'" in proc.stderr

@@ -30,6 +30,8 @@ def test_bucket_list_errors_name_the_variable(raw, message):
     ({"max_num_batched_tokens": 0}, "max_num_batched_tokens"),
     ({"max_num_seqs": -1}, "max_num_seqs"), ({"dtype": "int8"}, "dtype must be one of"),
     ({"num_kv_heads": 2.5}, "must be an integer"), ({"block_size": True}, "must be an integer"),
+    ({"max_num_seqs": 16, "max_num_batched_tokens": 15},
+     r"max_num_batched_tokens \(15\) must be >= max_num_seqs \(16\)"),
 ])
 def test_engine_config_rejects(changes, message):
     with pytest.raises(ConfigError, match=message):
@@ -58,3 +60,16 @@ def test_overrides_accessors_and_labels():
     assert not Overrides.parse(["SPYRE_BATCHED_DECODE=0"]).batched_decode
     assert Overrides().label() == "none"
     assert ov.with_env(SPYRE_BATCHED_DECODE="0").batched_decode is False
+
+
+def test_an_override_given_twice_is_refused_not_overwritten():
+    with pytest.raises(ConfigError, match=r"given twice \('128' and '256'\)"):
+        Overrides.parse(["SPYRE_ATTN_KV_BUCKETS=128", "SPYRE_ATTN_KV_BUCKETS=256"])
+    assert Overrides.parse(["SPYRE_ATTN_KV_BUCKETS=128"]).kv == (128,)
+
+
+def test_step_bytes_guard_names_the_figure():
+    from harness.config import MAX_STEP_BYTES, check_step_bytes
+    check_step_bytes(MAX_STEP_BYTES, "here")
+    with pytest.raises(ConfigError, match=r"here: a step needs 6.87e\+10 bytes .*64 GiB limit"):
+        check_step_bytes(MAX_STEP_BYTES + 1, "here")

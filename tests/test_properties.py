@@ -8,9 +8,10 @@ from harness.ladders import round_up
 from harness.subjects import POLICIES, resolve_subject
 
 block_sizes = st.integers(1, 16).map(lambda k: 64 * k)
-configs = st.builds(EngineConfig, block_size=block_sizes, max_model_len=st.integers(1, 140_000),
-                    max_num_seqs=st.integers(1, 512),
-                    max_num_batched_tokens=st.integers(1, 16_384))
+# vLLM (and EngineConfig) require max_num_batched_tokens >= max_num_seqs.
+configs = st.integers(1, 512).flatmap(lambda mns: st.builds(
+    EngineConfig, block_size=block_sizes, max_model_len=st.integers(1, 140_000),
+    max_num_seqs=st.just(mns), max_num_batched_tokens=st.integers(mns, 16_384)))
 bucket_lists = st.none() | st.lists(st.integers(1, 200_000), min_size=1, max_size=6).map(
     lambda v: ",".join(map(str, v)))
 

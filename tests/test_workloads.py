@@ -85,3 +85,24 @@ def test_specs_default_to_every_mix_and_reject_unknown_names():
     assert [s.name for s in specs(steps_inline=["150"])] == ["steps"]
     with pytest.raises(TraceError, match="unknown workload 'uniform'"):
         specs(["uniform"])
+
+
+@pytest.mark.parametrize("mns,mnbt", [(1, 2), (2, 2), (2, 3), (3, 3), (4, 5), (8, 15), (16, 16)])
+def test_mixed_prefill_decode_fits_tiny_budgets_with_a_prefill_every_step(mns, mnbt):
+    config = EngineConfig(max_num_seqs=mns, max_num_batched_tokens=mnbt)
+    for seed in range(5):
+        w = generate("mixed-prefill-decode", config, steps=50, seed=seed)
+        w.check_fits(config)
+        assert all(step and any(not s.is_decode for s in step) for step in w.steps)
+
+
+def test_mixed_prefill_decode_without_room_for_a_prefill_is_a_trace_error():
+    with pytest.raises(TraceError, match="needs room for a prefill chunk"):
+        generate("mixed-prefill-decode", EngineConfig(max_num_seqs=1, max_num_batched_tokens=1))
+
+
+def test_a_non_utf8_trace_is_one_error(tmp_path):
+    trace = tmp_path / "t.trace"
+    trace.write_bytes(b"150\n\xff\n")
+    with pytest.raises(TraceError, match=r"t.trace: not UTF-8 text \(byte 0xff at offset 4\)"):
+        load_trace(trace)

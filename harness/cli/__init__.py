@@ -12,8 +12,15 @@ COMMANDS = ("ladders", "cost", "kernel", "compare", "history", "run", "nightly",
             "bisect", "report", "comment")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are one line and exit 2, like every other input error (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="spyre-bench",
         description="Benchmarks and regression tracking for spyre-inference's attention bucketer "
                     "and batched decode kernel. Exact figures (ladders, compile keys, loop "

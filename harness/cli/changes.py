@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.errors import writing
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -22,7 +24,8 @@ def register(sub) -> None:
     p.add_argument("--repo", type=Path,
                    help="the spyre-inference repository: commit order and ranges come from its "
                         "first-parent history (default: commit dates)")
-    p.add_argument("--branch", default="main")
+    p.add_argument("--branch", help="branch of --repo whose history orders the commits "
+                   "(default: the branch checked out there)")
     p.add_argument("--machine", help="only this machine's series")
     p.add_argument("--json", type=Path, metavar="FILE", help="machine-readable list ('-': stdout)")
     p.add_argument("--issues-dir", type=Path, metavar="DIR",
@@ -32,9 +35,10 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def detect_regressions(results_dir: Path, repo: Path | None, branch: str,
+def detect_regressions(results_dir: Path, repo: Path | None, branch: str | None,
                        machine: str | None = None):
-    """(frame, regressions, commit order) for a results folder."""
+    """(frame, regressions, commit order) for a results folder; with ``repo``, the order is
+    ``branch``'s first-parent history (default: the branch checked out in ``repo``)."""
     from harness.analyze.changepoints import detect, group, thresholds_from
     from harness.runner.asv_config import load_project_config
     from harness.runner.nightly import first_parent_history
@@ -43,7 +47,12 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str,
     frame = load_history_quietly(results_dir, warn)
     if machine:
         frame = frame[frame["machine"] == machine]
-    order = first_parent_history(repo, branch) if repo else None
+    order = None
+    if repo:
+        from harness.subjects.gitrev import current_branch
+        branch = branch or current_branch(repo)
+        order = first_parent_history(repo, branch)
+        _warn_off_branch(set(frame["commit"]), set(order), repo, branch, warn)
     points = detect(frame, order, thresholds_from(load_project_config()))
     if order:
         index = {c: i for i, c in enumerate(order)}
@@ -51,6 +60,20 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str,
     else:
         between = None
     return frame, group(points, between), order
+
+
+def _warn_off_branch(measured: set[str], on_branch: set[str], repo: Path, branch: str,
+                     warn) -> None:
+    """Measured commits off the branch are left out: say so, or "0 regressions" would lie."""
+    off = measured - on_branch
+    if not off:
+        return
+    if off == measured:
+        warn(f"none of the {len(measured)} measured commit(s) is on branch {branch!r} of {repo}; "
+             "nothing to compare (give --branch)")
+    else:
+        warn(f"{len(off)} of {len(measured)} measured commit(s) are not on branch {branch!r} of "
+             f"{repo} and are left out (give --branch)")
 
 
 def run(args) -> int:
@@ -63,12 +86,14 @@ def run(args) -> int:
         if str(args.json) == "-":
             print(text)
         else:
-            args.json.write_text(text)
+            with writing(args.json):
+                args.json.write_text(text)
     if args.issues_dir:
-        args.issues_dir.mkdir(parents=True, exist_ok=True)
-        for r in regressions:
-            (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
-                issue_markdown(r, args.repo_url))
+        with writing(args.issues_dir):
+            args.issues_dir.mkdir(parents=True, exist_ok=True)
+            for r in regressions:
+                (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
+                    issue_markdown(r, args.repo_url))
     if str(args.json) != "-":
         rows = [[r.first_bad[:12], r.last_good[:12], len(r.candidates), r.kind,
                  f"{len(r.worse)} worse, {len(r.points) - len(r.worse)} better",

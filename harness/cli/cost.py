@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import options
+from harness.errors import NothingComputed
 from harness.evaluate import changed, workload_figures
 from harness.metrics import WORKLOAD_METRICS, format_bytes
+from harness.progress import Progress
 from harness.report.tables import cell, console, print_json, table
 
 NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per sequence); the "
@@ -40,20 +42,32 @@ def run(args) -> int:
     cases = options.cases(args)
     specs = options.workloads(args)
     rows = []
-    for case in cases:
-        per_subject = {s.spec: workload_figures(s, case, specs, args.per_step) for s in subjects}
-        for spec in specs:
-            figures = {s: per_subject[s][spec.name] for s in per_subject}
-            row = {"case": case.key(), "workload": spec.name, "subjects": figures}
-            if len(subjects) == 2:
-                row["changed"] = changed(*figures.values(), list(WORKLOAD_METRICS) + ["paths"])
-            rows.append(row)
+    with Progress(len(cases) * len(subjects), "cost", quiet_s=2.0) as advance:
+        for case in cases:
+            per_subject = {}
+            for s in subjects:
+                per_subject[s.spec] = workload_figures(s, case, specs, args.per_step)
+                advance(f"{s.spec} {case.label()}", "done", 1)
+            rows += _rows(case, specs, per_subject, len(subjects))
     if args.json:
         print_json(rows)
     else:
         _render(rows, [s.spec for s in subjects], args.per_step)
-    computed = any("skipped" not in f for r in rows for f in r["subjects"].values())
-    return 0 if computed else 2
+    reasons = [f.get("skipped") for r in rows for f in r["subjects"].values()]
+    if all(reasons):
+        raise NothingComputed(reasons)
+    return 0
+
+
+def _rows(case, specs, per_subject, n_subjects) -> list[dict]:
+    rows = []
+    for spec in specs:
+        figures = {s: per_subject[s][spec.name] for s in per_subject}
+        row = {"case": case.key(), "workload": spec.name, "subjects": figures}
+        if n_subjects == 2:
+            row["changed"] = changed(*figures.values(), list(WORKLOAD_METRICS) + ["paths"])
+        rows.append(row)
+    return rows
 
 
 def _paths(fig: dict) -> str:

@@ -30,7 +30,11 @@ def run(args) -> int:
     out = console()
     frame = load_history_quietly(args.results_dir, warn)
     if args.export:
-        export(frame, args.export)
+        try:
+            export(frame, args.export)
+        except OSError as exc:  # a missing or unwritable folder: input, not a harness bug
+            from harness.errors import HarnessError
+            raise HarnessError(f"cannot export to {args.export}: {exc.strerror or exc}") from None
         out.print(f"wrote {len(frame)} rows to {args.export}")
     if frame.empty:
         out.print(f"no results under {args.results_dir}")

@@ -7,10 +7,10 @@ needs torch is imported inside :func:`run`.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from harness.cli import options
-from harness.errors import ConfigError
+from harness.errors import ConfigError, NothingComputed
+from harness.progress import Progress
 from harness.report.tables import console, print_json, table
 
 DEVICES = ("auto", "spyre", "cuda", "cpu")
@@ -29,8 +29,12 @@ what it does, per config x workload x subject:
            token, per step x num_layers, decode tokens/s, K/V GB/s.
   every timed output is checked against a plain-softmax oracle; a wrong kernel is reported as
   WRONG with no timing, and the command exits 1.
+  progress goes to stderr: a bar on a terminal; in a pipe, a line per unit of work and one at
+  least every 10 s.
 
-exit status: 0 measured; 1 some kernel was wrong; 2 bad input, or nothing could be measured.
+exit status: 0 measured; 1 a row shows what --fail-on names (default: a wrong kernel; e.g.
+--fail-on wrong,fallbacks also gates on a "NO: N fall-backs" verdict); 2 bad input, or nothing
+could be measured.
 
 examples:
   # the notes' microbenchmark: per-block vs chunked vs per-sequence, 4 decodes of 16 blocks
@@ -91,12 +95,19 @@ def register(sub) -> None:
     g.add_argument("--unstable-threshold", type=float, default=0.10, metavar="R",
                    help="warn when IQR/median exceeds R (default %(default)s)")
     g.add_argument("--max-cache-gib", type=float, default=8.0, metavar="G",
-                   help="refuse workloads whose K/V cache needs more (default %(default)s)")
+                   help="skip workloads whose K/V cache or per-step inputs need more (default "
+                        "%(default)s)")
+    g.add_argument("--fail-on", default="wrong", metavar="WHAT,..",
+                   help="exit 1 when a row shows any of: wrong (a kernel output differs from the "
+                        "oracle), fallbacks (keys past the recompile limit ran eagerly), model "
+                        "(compiled graphs differ from the exact model's keys); none: never "
+                        "(default %(default)s)")
     options.add_output(p)
     p.set_defaults(run=run)
 
 
 def _validate(args) -> None:
+    fail_on(args.fail_on)
     checks = [("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1),
               ("--max-shapes", args.max_shapes, 1)]
     if args.number is not None:
@@ -141,7 +152,7 @@ def run(args) -> int:
         unstable_threshold=args.unstable_threshold, seed=args.seed,
         max_cache_bytes=int(args.max_cache_gib * (1 << 30)), threads=args.threads)
     rows = []
-    with _progress(len(cases) * len(specs) * len(subjects)) as advance:
+    with Progress(len(cases) * len(specs) * len(subjects), "kernel") as advance:
         for case in cases:
             for spec in specs:
                 for subject in subjects:
@@ -157,15 +168,35 @@ def run(args) -> int:
                                  **fig})
     if args.json:
         print_json({"device": dev.as_dict(), "options": _options_dict(opts), "rows": rows})
-        return _status(rows)
-    _render(rows, [s.spec for s in subjects], dev, opts)
-    return _status(rows)
+    else:
+        _render(rows, [s.spec for s in subjects], dev, opts)
+    return _status(rows, fail_on(args.fail_on))
 
 
-def _status(rows) -> int:
-    if any("wrong" in r for r in rows):
+#: What ``--fail-on`` can gate on: a row is flagged when the test holds.
+GATES = {
+    "wrong": lambda r: "wrong" in r,
+    "fallbacks": lambda r: bool(r.get("graphs", {}).get("fallbacks")),
+    "model": lambda r: "graphs" in r and not r["graphs"]["matches_model"],
+}
+
+
+def fail_on(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in GATES and n != "none"]
+    if unknown:
+        raise ConfigError(f"--fail-on {text!r}: unknown {', '.join(unknown)}; known: "
+                          f"{', '.join(GATES)}, none")
+    return [n for n in names if n != "none"]
+
+
+def _status(rows, gates: list[str]) -> int:
+    """1 when a row trips a requested gate; every row skipped is an error (exit 2), never 0."""
+    if any(GATES[g](r) for g in gates for r in rows):
         return 1
-    return 0 if any("skipped" not in r for r in rows) else 2
+    if rows and all("skipped" in r for r in rows):
+        raise NothingComputed([r["skipped"] for r in rows])
+    return 0
 
 
 def _options_dict(opts) -> dict:
@@ -174,31 +205,6 @@ def _options_dict(opts) -> dict:
             "recompile_limit": opts.recompile_limit, "record_warmup": opts.record_warmup,
             "per_sequence": opts.per_sequence, "max_shapes": opts.max_shapes,
             "soft_cap": opts.soft_cap, "seed": opts.seed, "threads": opts.threads}
-
-
-class _progress:
-    """A rich progress bar on stderr while rows are measured (silent when stderr is no tty)."""
-
-    def __init__(self, total: int):
-        self.total = total
-
-    def __enter__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        err = Console(file=sys.stderr)
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                            console=err, transient=True, disable=not err.is_terminal)
-        self.bar.__enter__()
-        self.task = self.bar.add_task("kernel", total=self.total)
-
-        def advance(label: str, what: str, n: int) -> None:
-            self.bar.update(self.task, advance=n, description=f"{label}: {what}"[:100])
-        return advance
-
-    def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
 
 
 # -- rendering ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import options
+from harness.errors import NothingComputed
 from harness.evaluate import changed, config_figures, field
 from harness.metrics import CONFIG_METRICS
 from harness.report.tables import cell, console, print_json, table
@@ -51,8 +52,10 @@ def run(args) -> int:
     else:
         _render(rows, subjects, fields, args.changed_only)
     # As in ``cost``: status 2 when every figure is a skip (e.g. a subject with no bucketer).
-    computed = any("skipped" not in f for r in rows for f in r["subjects"].values())
-    return 0 if computed else 2
+    reasons = [f.get("skipped") for r in rows for f in r["subjects"].values()]
+    if all(reasons):
+        raise NothingComputed(reasons)
+    return 0
 
 
 def _case_cells(case: dict) -> list:

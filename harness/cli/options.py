@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.config import ENV_VARS, EngineConfig, Overrides
+from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
 from harness.errors import ConfigError
 from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
 from harness.subjects import SPEC_HELP, Subject, resolve_subject
@@ -78,15 +78,21 @@ def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> N
 
 def cases(args) -> list[Case]:
     tier = TIERS[args.tier] if args.tier else None
-    base = EngineConfig(max_num_batched_tokens=args.max_num_batched_tokens,
+    d = EngineConfig()
+    pick = lambda given, tiered, default: given or (list(tiered) if tier else [default])  # noqa: E731
+    block_sizes = pick(args.block_size, tier and tier.block_sizes, d.block_size)
+    mmls = pick(args.max_model_len, tier and tier.max_model_lens, d.max_model_len)
+    mnss = pick(args.max_num_seqs, tier and tier.max_num_seqs, d.max_num_seqs)
+    # Every config of the matrix is validated as it is built (expand); the base takes the first.
+    base = EngineConfig(block_size=block_sizes[0], max_model_len=mmls[0], max_num_seqs=mnss[0],
+                        max_num_batched_tokens=args.max_num_batched_tokens,
                         num_kv_heads=args.num_kv_heads, queries_per_kv=args.queries_per_kv,
                         head_size=args.head_size, dtype=args.dtype, num_layers=args.num_layers)
-    pick = lambda given, tiered, default: given or (list(tiered) if tier else [default])  # noqa: E731
-    block_sizes = pick(args.block_size, tier and tier.block_sizes, base.block_size)
-    mmls = pick(args.max_model_len, tier and tier.max_model_lens, base.max_model_len)
-    mnss = pick(args.max_num_seqs, tier and tier.max_num_seqs, base.max_num_seqs)
 
-    extra = Overrides.parse(args.env + (["SPYRE_BATCHED_DECODE=1"] if args.batched else []))
+    if args.batched and any(e.partition("=")[0].strip() == BATCHED_DECODE for e in args.env):
+        raise ConfigError(f"--batched sets {BATCHED_DECODE}=1: give either it or --env "
+                          f"{BATCHED_DECODE}=..., not both")
+    extra = Overrides.parse(args.env + ([f"{BATCHED_DECODE}=1"] if args.batched else []))
     if args.overrides:
         names = [n for n in args.overrides.split(",") if n]
     elif extra.raw:
@@ -115,6 +121,8 @@ def add_workloads(p: argparse.ArgumentParser) -> None:
 
 
 def workloads(args) -> list[WorkloadSpec]:
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps must be >= 1, got {args.steps}")
     steps = args.steps or (TIERS[args.tier].steps if args.tier else DEFAULT_STEPS)
     return specs(args.workload, args.trace, args.step, steps=steps, seed=args.seed)
 

@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.errors import writing
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -21,7 +23,8 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
-    p.add_argument("--branch", default="main")
+    p.add_argument("--branch", help="branch of --repo whose history orders the commits "
+                   "(default: the branch checked out there)")
     p.add_argument("--out", type=Path, default=Path(".asv/site"),
                    help="output folder (default %(default)s)")
     p.add_argument("--asv", action="store_true",
@@ -33,6 +36,9 @@ def run(args) -> int:
     from harness.cli.changes import detect_regressions
     from harness.report.site import Commit, build
     from harness.subjects import gitrev
+    if args.asv and not args.repo:
+        from harness.errors import ConfigError
+        raise ConfigError("--asv needs --repo (asv publish reads the repository)")
     frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch)
     measured = set(frame["commit"])
     if order:
@@ -44,13 +50,13 @@ def run(args) -> int:
         titles = {}
     commits = [Commit(c, f"{c[:12]} {titles.get(c, '')}".strip()) for c in hashes]
     asv_link = None
+    with writing(args.out):
+        args.out.mkdir(parents=True, exist_ok=True)  # before asv publish spends minutes
     if args.asv:
-        if not args.repo:
-            from harness.errors import ConfigError
-            raise ConfigError("--asv needs --repo (asv publish reads the repository)")
         _asv_publish(args.results_dir, args.repo, args.out / "asv")
         asv_link = "asv/index.html"
-    index = build(frame, regressions, commits, args.out, asv_link=asv_link)
+    with writing(args.out):
+        index = build(frame, regressions, commits, args.out, asv_link=asv_link)
     print(f"wrote {index} ({len(commits)} commits, {len(regressions)} regressions)")
     return 0
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch._dynamo
 
-from harness.config import EngineConfig
+from harness.config import EngineConfig, check_step_bytes
 from harness.errors import HarnessError
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
@@ -200,6 +200,9 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
         check_generation(generation, bucketing)
         workload = spec.build(case.config)
         workload.check_fits(case.config)
+        for i, step in enumerate(workload.steps):  # inputs past the limit: a skip, not WRONG
+            check_step_bytes(step_cost(bucketing, case.config, step).h2d_bytes,
+                             workload.origin(i), options.max_cache_bytes)
         ws = Workspace.for_steps(case.config, workload.steps, options.device.torch_device,
                                  options.seed, options.soft_cap, options.max_cache_bytes)
     except HarnessError as exc:

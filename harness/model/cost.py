@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.config import EngineConfig
+from harness.config import EngineConfig, check_step_bytes
 from harness.ladders import stick_padded
 from harness.model.dispatch import CompileKey, Dispatch, attn_key, batched_key, dispatch
 from harness.subjects.base import Bucketing
@@ -70,6 +70,7 @@ def step_cost(bucketing: Bucketing, config: EngineConfig, step: Step) -> StepCos
         h2d["per_seq_mask"] += e * qb * nb * bs
         transfers += 2
         keys.append(attn_key(nb, qb))
+    check_step_bytes(sum(h2d.values()), "keys " + " ".join(map(str, keys)))
     return StepCost(
         dispatch=d, iterations_per_layer=iterations, launches_per_layer=launches,
         real_kv_tokens=sum(s.seq_len for s in step), padded_kv_slots=padded,

@@ -29,6 +29,10 @@ COMPILE_FIGURES = (("exact.Config.track_batched_keys_reachable", "batched compil
                    ("kernel.Compile.track_graphs", "graphs torch.compile built"))
 LADDER_AXES = ("batched_num_blocks", "kv", "batched_num_seqs")
 
+#: The page's last element: once it is in the DOM, every plot before it is (tests wait on it).
+END_MARK = '<footer id="report-end" hidden></footer>'
+
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -177,7 +181,7 @@ def build(frame, regressions: list[Regression], commits: list[Commit], out_dir: 
         parts.append(_line_plot(f"time per layer on {device} (ms)", commits, series, "ms"))
     page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<title>spyre-bench report</title>"
-            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
+            f"<style>{CSS}</style></head><body>{''.join(parts)}{END_MARK}</body></html>")
     index = out_dir / "index.html"
     index.write_text(page)
     return index

@@ -36,8 +36,8 @@ def first_parent_history(repo: Path, branch: str) -> list[str]:
     """The branch's first-parent history, oldest first."""
     out = gitrev.git(repo, "rev-list", "--first-parent", "--reverse", branch, check=False)
     if out.returncode:
-        raise HarnessError(f"--repo {repo}: no branch {branch!r} "
-                           f"({out.stderr.decode(errors='replace').strip()})")
+        why = (out.stderr.decode(errors="replace").strip() or "no message").splitlines()[0]
+        raise HarnessError(f"--repo {repo}: no branch {branch!r} ({why})")
     return out.stdout.decode().split()
 
 

@@ -48,12 +48,29 @@ def split_spec(spec: str, rest: str) -> tuple[Path, str]:
     raise SubjectError(f"{spec}: no such directory {head!r} (expected git:<repo>@<rev>)")
 
 
+def single(rev: str) -> str:
+    """``X^!`` (git's and ASV's "X alone", no parents) names the one commit X."""
+    return rev[:-2] if rev.endswith("^!") and len(rev) > 2 else rev
+
+
+def current_branch(repo: Path) -> str:
+    """The branch checked out in ``repo``: what ``changes`` and ``report`` follow by default."""
+    out = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    if out.returncode:
+        probe = git(repo, "rev-parse", "--git-dir", check=False)
+        if probe.returncode:
+            raise SubjectError(f"--repo {repo}: not a git repository "
+                               f"({_first_line(probe.stderr)})")
+        raise SubjectError(f"--repo {repo}: HEAD is detached, no current branch; give --branch")
+    return out.stdout.decode().strip()
+
+
 def resolve(spec: str, repo: Path, rev: str) -> str:
     """The full commit hash ``rev`` names in ``repo``, or a one-line SubjectError."""
     probe = git(repo, "rev-parse", "--git-dir", check=False)
     if probe.returncode:
         raise SubjectError(f"{spec}: {repo} is not a git repository ({_first_line(probe.stderr)})")
-    found = git(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}",
+    found = git(repo, "rev-parse", "--verify", "--end-of-options", f"{single(rev)}^{{commit}}",
                 check=False)
     if found.returncode:
         raise SubjectError(f"{spec}: revision {rev!r} does not exist in {repo} "
