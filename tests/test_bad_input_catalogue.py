@@ -109,7 +109,7 @@ CASES = [
     ("compare-not-comparable", "compare aaaaaaaa bbbbbbbb --results-dir {w}/stored", 3,
      "machine differs"),
     ("compare-flagged", "compare aaaaaaaa bbbbbbbb --results-dir {w}/stored --fail-on exact", 1,
-     "exact figures changed: 1 of 2"),
+     "exact: 1 of 2 figures changed"),
     ("changes-not-repo", "changes --results-dir {w}/stored --repo {w}/folder", 2,
      "not a git repository"),
     ("changes-no-branch", "changes --results-dir {w}/stored --repo {git} --branch nope", 2,
