@@ -21,8 +21,11 @@ CAPABILITIES = {
     "batched_decode_variants": "warmup records the batched decode grid (batched_decode_variants)",
     "chunking": "chunked batched decode (batched_decode_chunking: blocks_per_chunk, num_chunks)",
     "decode_prefix": "the decode prefix of a mixed batch runs batched",
+    "sliding_window": "the bucketer takes a sliding_window (generation 4)",
     "decode_kernel_a": "the batched decode kernel, one block per loop step (generation A)",
     "decode_kernel_b": "the chunked batched decode kernel (generation B)",
+    "forward": "the attention impl's forward, run on its own builder's metadata (any kernel "
+               "convention)",
 }
 
 
@@ -75,6 +78,13 @@ class Subject(ABC):
     @abstractmethod
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         """The subject's ladders for one config; raises HarnessError on configs it rejects."""
+
+    @abstractmethod
+    def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
+        """Per workload, its exact cost (a ``harness.model.WorkloadCost``) as the subject's own
+        metadata builder decides it, or the HarnessError saying why that workload cannot be
+        evaluated. Raises HarnessError when no workload can be (the config is rejected, the
+        builder cannot be driven)."""
 
     def decode_kernel(self):
         """The subject's batched decode kernel as ``(callable, generation)``, or None.

@@ -133,7 +133,7 @@ class SpyreInferenceSubject(Subject):
     def generation(self) -> int:
         """0 (no bucketer) to 4, from the capabilities (top-up vs clamp is not told apart)."""
         caps = self.capabilities
-        for gen, cap in ((4, "decode_prefix"), (3, "chunking"), (2, "num_seqs_axis"),
+        for gen, cap in ((4, "sliding_window"), (3, "chunking"), (2, "num_seqs_axis"),
                          (1, "bucketer")):
             if cap in caps:
                 return gen
@@ -153,7 +153,8 @@ class SpyreInferenceSubject(Subject):
             caps |= self._probe_bucketer()
         else:
             self._missing["bucketer"] = f"{BUCKETER_FILE} is not in it (no bucketer yet)"
-            for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix"):
+            for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix",
+                        "sliding_window"):
                 self._missing[cap] = "no bucketer"
         caps |= self._probe_kernels(caps)
         return caps
@@ -167,6 +168,8 @@ class SpyreInferenceSubject(Subject):
                                    f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
             cls = getattr(module, BUCKETER_CLASS, None)
             minimum = getattr(module, "_MIN_BATCHED_SEQS", None)
+            on_module = {n for n in ("batched_decode_chunking",) if callable(getattr(module, n,
+                                                                                      None))}
         if not isinstance(cls, type):
             raise SubjectError(f"{self.origin}: {BUCKETER_FILE} has no {BUCKETER_CLASS} class")
         backend = self._parsed(BACKEND_FILE)
@@ -183,10 +186,10 @@ class SpyreInferenceSubject(Subject):
             "batched_decode_variants": (("batched_decode_variants",),
                                         f"{BUCKETER_CLASS} has no batched_decode_variants()"),
             "chunking": (("batched_decode_chunking",),
-                         f"{BUCKETER_CLASS} has no batched_decode_chunking()"),
+                         f"neither {BUCKETER_CLASS} nor its module has batched_decode_chunking()"),
         }
         for cap, (names, reason) in checks.items():
-            if any(hasattr(cls, n) for n in names):
+            if any(hasattr(cls, n) or n in on_module for n in names):
                 caps.add(cap)
             else:
                 self._missing[cap] = reason
@@ -195,10 +198,15 @@ class SpyreInferenceSubject(Subject):
         except (TypeError, ValueError):
             params = {}
         if "sliding_window" in params:
+            caps.add("sliding_window")
+        else:
+            self._missing["sliding_window"] = f"{BUCKETER_CLASS}() takes no sliding_window"
+        # The builder, not the bucketer, decides whether mixed batches batch their decodes.
+        if backend is not None and "split_decodes_and_prefills" in backend.bindings:
             caps.add("decode_prefix")
         else:
-            self._missing["decode_prefix"] = (f"{BUCKETER_CLASS}() takes no sliding_window "
-                                              "(the generation-4 marker)")
+            self._missing["decode_prefix"] = (f"{BACKEND_FILE} does not use vLLM's "
+                                              "split_decodes_and_prefills")
         return caps
 
     def _parsed(self, rel: str):
@@ -225,7 +233,14 @@ class SpyreInferenceSubject(Subject):
         prefer = "B" if "chunking" in caps else "A"
         found.sort(key=lambda f: f[1].generation != prefer)
         self._kernel_def = found[0] if found else None
-        return {f"decode_kernel_{g.lower()}" for g in have}
+        caps = {f"decode_kernel_{g.lower()}" for g in have}
+        backend = self._parsed(BACKEND_FILE)
+        classes = ("SpyreAttentionMetadataBuilder", "SpyreAttentionImpl")
+        if backend is not None and all(c in backend.bindings for c in classes):
+            caps.add("forward")
+        else:
+            self._missing["forward"] = f"{BACKEND_FILE} defines no {' and '.join(classes)}"
+        return caps
 
     # -- loads ------------------------------------------------------------------------------
 
@@ -251,9 +266,10 @@ class SpyreInferenceSubject(Subject):
                         log.removeHandler(handler)
                     _clear_env_cache()
             return
-        standins = vllm_standins(handler)
-        standins[BACKEND_MODULE] = backend_standin(self.tree)
-        with isolated(env, self.tree, standins) as caught:
+        # The backend module is the commit's own (generation-1 bucketers import names from it).
+        import torch  # noqa: F401  (imported outside the window: it must stay imported)
+
+        with isolated(env, self.tree, vllm_standins(handler)) as caught:
             def load():
                 return importlib.import_module(BUCKETER_MODULE)
             load.caught = caught
@@ -282,7 +298,10 @@ class SpyreInferenceSubject(Subject):
                 module = load()
                 _clear_env_cache()
                 bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config))
-                return self._read(bucketer, config, overrides, handler, load.caught)
+                # The builder's own load (a nested window) says which batched ladders it uses.
+                batched = self.builder_ladders(config, overrides)
+                return self._read(module, bucketer, config, overrides, handler, load.caught,
+                                  batched)
             except HarnessError:
                 raise
             except Exception as exc:
@@ -292,8 +311,37 @@ class SpyreInferenceSubject(Subject):
                     f"env={overrides.label()}: {type(exc).__name__}: {exc}"
                     f"{where(exc, self.tree)}") from None
 
-    def _read(self, b, config: EngineConfig, overrides: Overrides, handler: CaptureHandler,
-              caught: list) -> Bucketing:
+    def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
+        """Every step of every workload through this commit's own ``build()`` and one layer of
+        its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.builder`."""
+        from harness.model.cost import WorkloadCost, warmup_keys
+        from harness.subjects.builder import BuilderSession
+
+        bucketing = self.bucketing(config, overrides)
+        warmup = warmup_keys(bucketing)
+        out = []
+        with BuilderSession(self.tree, self.origin, config, overrides) as session:
+            for workload in workloads:
+                try:
+                    workload.check_fits(config)
+                    steps = [session.record_step(step, seed=i)[0]
+                             for i, step in enumerate(workload.steps)]
+                except HarnessError as exc:
+                    out.append(exc)
+                    continue
+                out.append(WorkloadCost(workload.name, config.num_layers, steps, warmup))
+        return out
+
+    def builder_ladders(self, config: EngineConfig, overrides: Overrides):
+        """The batched ladders the subject's metadata builder dispatches on, read from the
+        constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
+        from harness.subjects.builder import BuilderSession
+
+        with BuilderSession(self.tree, self.origin, config, overrides) as session:
+            return session.batched_ladders()
+
+    def _read(self, module, b, config: EngineConfig, overrides: Overrides,
+              handler: CaptureHandler, caught: list, batched) -> Bucketing:
         """Everything the model needs, read while the window is open (properties and methods
         may read env vars lazily)."""
         bs, caps = config.block_size, self.capabilities
@@ -302,21 +350,17 @@ class SpyreInferenceSubject(Subject):
         blocks = self._attr(b, "num_blocks_buckets", "_num_blocks_buckets", required=False)
         num_blocks = _ladder(blocks) if blocks is not None else blocks_ladder(kv, bs)
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, self.spec) for r in b.variants())
-        if "num_seqs_axis" in caps:
-            num_seqs = _ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
-            batched_seqs, batched_blocks = num_seqs, num_blocks
-        else:
-            num_seqs = None
-            batched_seqs = powers_of_two(config.max_num_seqs, start=1)
-            batched_blocks = powers_of_two(ceil_div(config.max_model_len, bs), start=1)
+        num_seqs = (_ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
+                     if "num_seqs_axis" in caps else None)
+        batched_seqs, batched_blocks, _owner = batched
         recorded: tuple = ()
         if "batched_decode_variants" in caps:
             recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, self.spec)
                                  for r in b.batched_decode_variants())
         chunking = None
         if "chunking" in caps:
-            chunking = ChunkTable({(ns, nb): tuple(int(x) for x in
-                                                   b.batched_decode_chunking(ns, nb))
+            rule = getattr(module, "batched_decode_chunking", None) or b.batched_decode_chunking
+            chunking = ChunkTable({(ns, nb): tuple(int(x) for x in rule(ns, nb))
                                    for ns in batched_seqs for nb in batched_blocks}, self.spec)
         notes = tuple(handler.messages) + tuple(str(w.message) for w in caught)
         return Bucketing(
