@@ -266,10 +266,14 @@ class SpyreInferenceSubject(Subject):
                         log.removeHandler(handler)
                     _clear_env_cache()
             return
-        # The backend module is the commit's own (generation-1 bucketers import names from it).
+        # The backend module is the commit's own (generation-1 bucketers import names from it);
+        # the kernels it compiles at import are never called here, so nothing is compiled.
         import torch  # noqa: F401  (imported outside the window: it must stay imported)
 
-        with isolated(env, self.tree, vllm_standins(handler)) as caught:
+        from harness.subjects.builder import intercepted_compile
+
+        with isolated(env, self.tree, vllm_standins(handler)) as caught, \
+                intercepted_compile([]):
             def load():
                 return importlib.import_module(BUCKETER_MODULE)
             load.caught = caught
