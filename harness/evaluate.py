@@ -14,12 +14,15 @@ from harness.errors import HarnessError
 from harness.matrix import Case
 from harness.model import summarize
 from harness.subjects.base import Bucketing, Subject
+from harness.subjects.timeout import SubjectTimeout
 from harness.workloads import WorkloadSpec
 
 
 def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | str:
     try:
         return subject.bucketing(case.config, case.overrides)
+    except SubjectTimeout:
+        raise  # a hung subject stops the command: it is not one config's skip
     except HarnessError as exc:
         return str(exc)
 
@@ -43,6 +46,8 @@ def workload_figures(subject: Subject, case: Case, specs: list[WorkloadSpec],
             out[spec.name] = {"skipped": str(exc)}
     try:
         costs = subject.workload_costs(case.config, case.overrides, [w for _, w in built])
+    except SubjectTimeout:
+        raise
     except HarnessError as exc:
         costs = [exc] * len(built)
     for (name, _), cost in zip(built, costs):

@@ -46,6 +46,7 @@ from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
+from harness.subjects.timeout import SubjectTimeout, bounded
 from harness.subjects.loader import (
     BACKEND_FILE, BACKEND_MODULE, BUCKETER_FILE, BUCKETER_MODULE, ENVS_MODULE, OPS_KERNEL_FILE,
     OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, backend_standin,
@@ -123,7 +124,10 @@ class SpyreInferenceSubject(Subject):
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
         self._kernel: tuple | None = None
         self._min_batched = MIN_BATCHED_SEQS
-        self.capabilities = frozenset(self._probe())
+        import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
+
+        with bounded(f"{self.origin}: loading"):
+            self.capabilities = frozenset(self._probe())
 
     @property
     def origin(self) -> str:
@@ -287,7 +291,11 @@ class SpyreInferenceSubject(Subject):
                config.max_num_batched_tokens, overrides.raw)
         if key not in self._memo:
             try:
-                self._memo[key] = self._compute(config, overrides)
+                with bounded(f"{self.origin}: bucketing {config.label()} "
+                             f"env={overrides.label()}"):
+                    self._memo[key] = self._compute(config, overrides)
+            except SubjectTimeout:
+                raise
             except HarnessError as exc:
                 self._memo[key] = exc
         found = self._memo[key]
@@ -324,7 +332,9 @@ class SpyreInferenceSubject(Subject):
         bucketing = self.bucketing(config, overrides)
         warmup = warmup_keys(bucketing)
         out = []
-        with BuilderSession(self.tree, self.origin, config, overrides) as session:
+        with bounded(f"{self.origin}: driving its builder at {config.label()} "
+                     f"env={overrides.label()}"), \
+                BuilderSession(self.tree, self.origin, config, overrides) as session:
             for workload in workloads:
                 try:
                     workload.check_fits(config)
