@@ -211,7 +211,7 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
                 kernel, generation, bucketing, case.config, workload, device=options.device,
                 backend=options.backend, recompile_limit=options.recompile_limit,
                 record_warmup=options.record_warmup, seed=options.seed,
-                workspace=ws).as_dict()
+                workspace=ws, settings=subject.compile_settings()).as_dict()
         if options.time:
             out["timing"] = _time_workload(kernel, bucketing, case.config, workload, ws,
                                            options, progress)

@@ -95,6 +95,11 @@ class Subject(ABC):
         """
         return None
 
+    def compile_settings(self) -> dict:
+        """``torch._dynamo.config`` values the subject's platform sets at import (applied while
+        graphs are counted); the reference sets none."""
+        return {}
+
     def lacks(self, capability: str) -> str | None:
         """A skip reason if the subject lacks ``capability``, else None."""
         if capability in self.capabilities:

@@ -54,6 +54,8 @@ from harness.subjects.loader import (
 )
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
+PLATFORM_MODULE = "spyre_inference.platform"
+PLATFORM_FILE = "spyre_inference/platform.py"
 #: The metadata builder's batching minimum when the bucketer does not say (notes, section 2).
 MIN_BATCHED_SEQS = 4
 #: Field names a variant record may use, tried in order (then position 0 and 1).
@@ -123,6 +125,7 @@ class SpyreInferenceSubject(Subject):
         self._missing: dict[str, str] = {}
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
         self._kernel: tuple | None = None
+        self._compile_settings: dict | None = None
         self._min_batched = MIN_BATCHED_SEQS
         import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
 
@@ -429,6 +432,38 @@ class SpyreInferenceSubject(Subject):
         namespace = {"__name__": BACKEND_MODULE, "__builtins__": builtins}
         exec(code, namespace)
         return namespace[kdef.name]
+
+    def compile_settings(self) -> dict:
+        """What the commit's ``spyre_inference/platform.py`` sets in ``torch._dynamo.config`` at
+        import (it raises the recompile limits), read by importing it once and restoring the
+        config; {} when the commit has no platform module."""
+        if self._compile_settings is None:
+            self._compile_settings = self._load_compile_settings()
+        return dict(self._compile_settings)
+
+    def _load_compile_settings(self) -> dict:
+        import torch._dynamo
+
+        if not self.tree.has(PLATFORM_FILE):
+            return {}
+        config = torch._dynamo.config
+        before = config.get_config_copy()
+        try:
+            with bounded(f"{self.origin}: loading {PLATFORM_FILE}"), \
+                    isolated({}, self.tree, vllm_standins(CaptureHandler())):
+                importlib.import_module(PLATFORM_MODULE)
+            after = config.get_config_copy()
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise SubjectError(f"{self.origin}: {PLATFORM_FILE} (whose Dynamo settings the "
+                               f"graph counts follow) cannot be loaded: {type(exc).__name__}: "
+                               f"{exc}{where(exc, self.tree)}") from None
+        finally:
+            for key, value in before.items():
+                if config.get_config_copy().get(key) != value:
+                    setattr(config, key, value)
+        return {k: v for k, v in after.items() if before.get(k) != v}
 
     def describe(self) -> dict:
         """What was loaded and what it can do, for people and logs."""
