@@ -192,7 +192,8 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
     except HarnessError as exc:
         return {**out, "skipped": f"{subject.spec}: decode kernel not loadable: {exc}"}
     if found is None:
-        return {**out, "skipped": f"{subject.spec} has no batched decode kernel"}
+        return {**out, "skipped": subject.lacks("decode_kernel_a")
+                or f"{subject.spec} has no batched decode kernel"}
     kernel, generation = found
     out["generation"] = generation
     try:
