@@ -84,7 +84,7 @@ class KernelProxy:
             return out
         import torch
         first = next(v for v in bound.arguments.values() if isinstance(v, torch.Tensor))
-        return torch.zeros_like(first)
+        return torch.zeros((), dtype=first.dtype).expand(first.shape)  # read-only, no memory
 
 
 @contextlib.contextmanager
@@ -416,8 +416,8 @@ class BuilderSession:
         dtype = getattr(torch, c.dtype)
         cache = torch.zeros((), dtype=dtype).expand(*self.kv_cache_shape(pages))
         tokens = sum(s.query_len for s in step)
-        query = torch.zeros(tokens, c.num_heads, c.head_size, dtype=dtype)
-        return query, (cache, cache), torch.zeros_like(query)
+        query = torch.zeros((), dtype=dtype).expand(tokens, c.num_heads, c.head_size)
+        return query, (cache, cache), torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
 
     def record_step(self, step, seed: int = 0):
         """Build and forward one step with recorded kernels: the exact figures of that step."""
