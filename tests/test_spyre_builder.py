@@ -109,3 +109,17 @@ def test_generation_a_builders_agree_with_the_model_on_the_review_step(spyre_rep
     want = four_decodes(resolve_subject(f"reference:{REFERENCE_POLICY[generation]}")).steps[0]
     assert (got.iterations_per_layer, got.transfers, got.h2d_bytes, got.keys) == (
         want.iterations_per_layer, want.transfers, want.h2d_bytes, want.keys)
+
+
+def test_crosscheck_lists_where_the_builder_and_the_model_disagree(spyre_repo, capsys):
+    from harness.cli import main
+
+    common = ["--batched", "--env", "SPYRE_ATTN_KV_BUCKETS=128,8192", "--block-size", "64",
+              "--max-model-len", "2048", "--step", "150,150,150,150"]
+    assert main(["crosscheck", "--subject", spyre_repo.spec("gen3"), "--policy", "chunked",
+                 *common]) == 1
+    out = capsys.readouterr().out
+    assert "transfers_per_step: builder 6.0 | model 3.0" in out
+    assert main(["crosscheck", "--subject", spyre_repo.spec("810-clamp"), "--policy",
+                 "post-810-clamp", *common]) == 0
+    assert capsys.readouterr().out.strip().startswith("0 disagreement(s)")
