@@ -123,3 +123,10 @@ def test_crosscheck_lists_where_the_builder_and_the_model_disagree(spyre_repo, c
     assert main(["crosscheck", "--subject", spyre_repo.spec("810-clamp"), "--policy",
                  "post-810-clamp", *common]) == 0
     assert capsys.readouterr().out.strip().startswith("0 disagreement(s)")
+
+
+def test_the_override_rule_is_told_apart_by_asking_the_bucketer(spyre_repo):
+    rules = {g: resolve_subject(spyre_repo.spec(g)).describe()["override_rule"]
+             for g in GENERATIONS}
+    assert rules == {"no-bucketer": None, "pre-810": "top-up", "810-topup": "top-up",
+                     "810-clamp": "clamp", "gen3": "clamp", "gen4": "clamp"}

@@ -471,11 +471,33 @@ class SpyreInferenceSubject(Subject):
                     setattr(config, key, value)
         return {k: v for k, v in after.items() if before.get(k) != v}
 
+    def override_rule(self) -> str | None:
+        """"top-up" or "clamp": whether an override entry above the limit is kept, found by
+        asking the bucketer (kv override of twice max_model_len at the default config)."""
+        if "bucketer" not in self.capabilities:
+            return None
+        config = EngineConfig()
+        env = {"SPYRE_ATTN_KV_BUCKETS": str(2 * config.max_model_len)}
+        with bounded(f"{self.origin}: probing the override rule"), \
+                self._session(env, CaptureHandler()) as load:
+            try:
+                module = load()
+                _clear_env_cache()
+                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(bucketer_config(config)),
+                                        "kv_buckets", "_kv_buckets"))
+            except HarnessError:
+                raise
+            except Exception as exc:
+                raise SubjectRejected(f"{self.origin}: probing the override rule: "
+                                      f"{type(exc).__name__}: {exc}") from None
+        return "top-up" if kv[-1] > config.max_model_len else "clamp"
+
     def describe(self) -> dict:
         """What was loaded and what it can do, for people and logs."""
         kernel = self._kernel_def
         return {"spec": self.spec, "identity": self.identity, "where": self.where,
                 "mode": self.mode, "generation": self.generation,
+                "override_rule": self.override_rule(),
                 "capabilities": sorted(self.capabilities),
                 "kernel": f"{kernel[0]}:{kernel[1].name} ({kernel[1].generation})" if kernel
                 else None}
