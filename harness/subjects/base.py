@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.config import EngineConfig, Overrides
+from harness.errors import CapabilityMissing
 from harness.ladders import Ladder
 
 #: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
@@ -79,12 +80,12 @@ class Subject(ABC):
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         """The subject's ladders for one config; raises HarnessError on configs it rejects."""
 
-    @abstractmethod
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Per workload, its exact cost (a ``harness.model.WorkloadCost``) as the subject's own
         metadata builder decides it, or the HarnessError saying why that workload cannot be
         evaluated. Raises HarnessError when no workload can be (the config is rejected, the
-        builder cannot be driven)."""
+        builder cannot be driven). A subject without a builder has no such figures."""
+        raise CapabilityMissing(f"{self.spec} has no metadata builder to drive")
 
     def decode_kernel(self):
         """The subject's batched decode kernel as ``(callable, generation)``, or None.
