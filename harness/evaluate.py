@@ -1,22 +1,28 @@
-"""Run the exact model over subjects × cases × workloads, as JSON-ready rows.
+"""Subjects × cases × workloads -> exact figures, as JSON-ready rows.
 
 One place that turns (subject, case[, workload]) into figures, shared by the CLI, the ASV suite and
-comparisons. A subject or config that cannot be evaluated becomes a row with ``skipped`` and the
-reason, never a crash and never a zero.
+comparisons. Every figure comes through the subject: its bucketing (ladders, warmup records) and
+its ``workload_costs`` (the path, buckets, iterations, padding and transfers of each step), which
+the reference computes with the pure-Python model and a spyre-inference commit with its own
+metadata builder. A subject or config that cannot be evaluated becomes a row with ``skipped`` and
+the reason, never a crash, never a zero and never the model standing in for a real commit.
 """
 
 from __future__ import annotations
 
 from harness.errors import HarnessError
 from harness.matrix import Case
-from harness.model import summarize, workload_cost
+from harness.model import summarize
 from harness.subjects.base import Bucketing, Subject
+from harness.subjects.timeout import SubjectTimeout
 from harness.workloads import WorkloadSpec
 
 
 def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | str:
     try:
         return subject.bucketing(case.config, case.overrides)
+    except SubjectTimeout:
+        raise  # a hung subject stops the command: it is not one config's skip
     except HarnessError as exc:
         return str(exc)
 
@@ -30,18 +36,24 @@ def config_figures(subject: Subject, case: Case) -> dict:
 
 def workload_figures(subject: Subject, case: Case, specs: list[WorkloadSpec],
                      per_step: bool = False) -> dict[str, dict]:
-    """Figures per workload name for one case (the bucketing is computed once)."""
-    b = bucketing_or_reason(subject, case)
-    out = {}
+    """Figures per workload name for one case (one builder load for all of them)."""
+    out: dict[str, dict] = {}
+    built = []
     for spec in specs:
-        if isinstance(b, str):
-            out[spec.name] = {"skipped": b}
-            continue
         try:
-            out[spec.name] = workload_cost(b, case.config, spec.build(case.config)).as_dict(per_step)
+            built.append((spec.name, spec.build(case.config)))
         except HarnessError as exc:
             out[spec.name] = {"skipped": str(exc)}
-    return out
+    try:
+        costs = subject.workload_costs(case.config, case.overrides, [w for _, w in built])
+    except SubjectTimeout:
+        raise
+    except HarnessError as exc:
+        costs = [exc] * len(built)
+    for (name, _), cost in zip(built, costs):
+        out[name] = ({"skipped": str(cost)} if isinstance(cost, HarnessError)
+                     else cost.as_dict(per_step))
+    return {spec.name: out[spec.name] for spec in specs}
 
 
 def field(figures: dict, name: str):

@@ -37,14 +37,16 @@ def subjects(spyre_repo):
 # -- specs and probing ------------------------------------------------------------------------
 
 EXPECTED_CAPS = {
-    "no-bucketer": {"decode_kernel_a"},
-    "pre-810": {"bucketer", "decode_kernel_a"},
-    "810-topup": {"bucketer", "num_seqs_axis", "decode_kernel_a"},
-    "810-clamp": {"bucketer", "num_seqs_axis", "decode_kernel_a"},
+    "no-bucketer": {"decode_kernel_a", "forward"},
+    "pre-810": {"bucketer", "decode_kernel_a", "forward"},
+    "810-topup": {"bucketer", "num_seqs_axis", "decode_kernel_a", "forward"},
+    "810-clamp": {"bucketer", "num_seqs_axis", "decode_kernel_a", "forward"},
+    # Generation 3 already batches the decode prefix (its builder uses vLLM's
+    # split_decodes_and_prefills); chunking is a module-level function of the bucketer module.
     "gen3": {"bucketer", "num_seqs_axis", "batched_decode_variants", "chunking",
-             "decode_kernel_b"},
+             "decode_prefix", "forward"},
     "gen4": {"bucketer", "num_seqs_axis", "batched_decode_variants", "chunking",
-             "decode_prefix", "decode_kernel_b"},
+             "decode_prefix", "sliding_window", "forward"},
 }
 
 
@@ -53,7 +55,11 @@ def test_capabilities_are_probed_per_generation(subjects, spyre_repo, generation
     s = subjects[generation]
     assert set(s.capabilities) == EXPECTED_CAPS[generation]
     assert s.identity == spyre_repo.commits[generation]
-    assert s.describe()["kernel"].endswith(f"({KERNEL_GENERATION[generation]})")
+    kernel = s.describe()["kernel"]
+    if KERNEL_GENERATION[generation] == "forward":
+        assert kernel is None  # no kernel of the harness's conventions: measured via forward()
+    else:
+        assert kernel.endswith(f"({KERNEL_GENERATION[generation]})")
     for cap in {"bucketer", "num_seqs_axis", "chunking", "decode_prefix"} - s.capabilities:
         reason = s.lacks(cap)
         assert reason.startswith(f"{s.spec} (commit {s.identity[:12]}) has no {cap}: ")
@@ -111,7 +117,9 @@ def test_generation_4_has_no_num_seqs_ladder_below_four(subjects):
     assert subjects["810-clamp"].bucketing(small, NONE).num_seqs == (2,)
     assert subjects["gen4"].bucketing(small, NONE).num_seqs == ()
     assert subjects["gen4"].bucketing(small, NONE).decode_prefix_batched is True
-    assert subjects["gen3"].bucketing(small, NONE).decode_prefix_batched is False
+    # The generation-3 builder already batches the decode prefix (split_decodes_and_prefills).
+    assert subjects["gen3"].bucketing(small, NONE).decode_prefix_batched is True
+    assert subjects["810-clamp"].bucketing(small, NONE).decode_prefix_batched is False
 
 
 def test_batched_grid_and_chunking_come_from_the_subject(subjects):
@@ -178,14 +186,15 @@ def test_bucketer_warnings_become_notes_not_output(subjects, capfd):
     assert out == err == ""
 
 
-def test_no_torch_import_for_bucketing(spyre_repo):
-    code = (f"import sys; from harness.subjects import resolve_subject as r; "
-            f"from harness.config import EngineConfig as C, Overrides as O; "
-            f"s = r({spyre_repo.spec('gen3')!r}); s.bucketing(C(), O()); "
-            f"print('torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip() == "False"
+def test_torch_is_imported_for_the_real_builder_never_for_the_reference(spyre_repo):
+    """The commit's metadata builder runs on CPU torch; the embedded reference stays torch-free."""
+    code = ("import sys; from harness.subjects import resolve_subject as r; "
+            "from harness.config import EngineConfig as C, Overrides as O; "
+            "s = r(sys.argv[1]); s.bucketing(C(), O()); print('torch' in sys.modules)")
+    seen = {spec: subprocess.run([sys.executable, "-c", code, spec], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+            for spec in (spyre_repo.spec("gen3"), "reference:chunked")}
+    assert seen == {spyre_repo.spec("gen3"): "True", "reference:chunked": "False"}
 
 
 # -- configs the subject rejects, capabilities it lacks ---------------------------------------

@@ -8,8 +8,8 @@ import sys
 from harness import __version__
 from harness.errors import HarnessError
 
-COMMANDS = ("ladders", "cost", "kernel", "compare", "history", "run", "nightly", "changes",
-            "bisect", "report", "comment")
+COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
+            "changes", "bisect", "report", "comment")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,6 +8,7 @@ from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
 from harness.errors import ConfigError
 from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
 from harness.subjects import SPEC_HELP, Subject, resolve_subject
+from harness.subjects.timeout import set_limit as set_subject_timeout
 from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
 
 DEFAULT_SUBJECT = "reference:post-810-clamp"
@@ -30,6 +31,11 @@ def add_subjects(p: argparse.ArgumentParser) -> None:
                    help=f"one subject to show (default {DEFAULT_SUBJECT})")
     g.add_argument("--base", metavar="SPEC", help="baseline subject of a comparison")
     g.add_argument("--head", metavar="SPEC", help="subject compared against --base")
+    g.add_argument("--subject-timeout", metavar="SECONDS", type=float, default=None,
+                   help="loading a git:/path:/installed subject EXECUTES its code in this process "
+                        "(import, bucketer, metadata builder): only name checkouts you trust. "
+                        "Each load or drive of it is stopped after SECONDS (default 60, or "
+                        "$SPYRE_BENCH_SUBJECT_TIMEOUT; 0: no limit), one error line, exit 2")
 
 
 def subjects(args) -> list[Subject]:
@@ -38,6 +44,7 @@ def subjects(args) -> list[Subject]:
     if args.base and args.subject:
         raise ConfigError("give either --subject or --base/--head, not both")
     specs_ = [args.base, args.head] if args.base else [args.subject or DEFAULT_SUBJECT]
+    set_subject_timeout(getattr(args, "subject_timeout", None))
     return [resolve_subject(s) for s in specs_]
 
 

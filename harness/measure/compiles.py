@@ -73,6 +73,8 @@ class GraphCount:
     max_abs_error: float = 0.0
     inductor_cache: dict[str, int] = field(default_factory=dict)
     steps: int = 0
+    #: The subject's own Dynamo settings the run applied (its platform module's).
+    compile_settings: dict = field(default_factory=dict)
 
     @property
     def graphs(self) -> int:
@@ -111,6 +113,7 @@ class GraphCount:
         secs = list(self.compile_seconds.values())
         return {
             "backend": self.backend, "recompile_limit": self.recompile_limit,
+            "compile_settings": {k: repr(v) for k, v in self.compile_settings.items()},
             "recorded_warmup": self.recorded_warmup, "steps": self.steps,
             "graphs": self.graphs, "graphs_warmup": self.graphs_warmup,
             "graphs_workload": self.graphs_workload, "graphs_by_kernel": self.graphs_by_kernel,
@@ -214,15 +217,25 @@ def count_graphs(kernel, generation: str, bucketing: Bucketing, config: EngineCo
                  workload: Workload, *, device: Device | None = None, backend: str = "eager",
                  recompile_limit: int | None = None, record_warmup: bool = True,
                  check: bool = True, seed: int = 0, sequence_kernel=attend_sequence,
-                 workspace: Workspace | None = None) -> GraphCount:
-    """Run ``workload`` through compiled kernels and count the graphs, exactly."""
+                 workspace: Workspace | None = None,
+                 settings: dict | None = None) -> GraphCount:
+    """Run ``workload`` through compiled kernels and count the graphs, exactly.
+
+    ``settings``: the subject's own ``torch._dynamo.config`` values (its platform module's),
+    applied for the run; fall-backs are judged against the limit they give (unless
+    ``recompile_limit`` overrides it).
+    """
     check_generation(generation, bucketing)
     model = workload_cost(bucketing, config, workload)
-    limit = recompile_limit if recompile_limit is not None else torch._dynamo.config.recompile_limit
+    settings = dict(settings or {})
+    with torch._dynamo.config.patch(**settings):
+        subject_limit = torch._dynamo.config.recompile_limit
+    limit = recompile_limit if recompile_limit is not None else subject_limit
     dev = device.torch_device if device else torch.device("cpu")
     ws = workspace or Workspace.for_steps(config, workload.steps, dev, seed)
     result = GraphCount(backend, limit, record_warmup, model.keys, model.late_compiles,
-                        tuple(sorted(model.warmup)), steps=len(workload.steps))
+                        tuple(sorted(model.warmup)), steps=len(workload.steps),
+                        compile_settings=settings)
     prime_backend(backend, dev)
     torch._dynamo.reset()
     counters.clear()
@@ -263,7 +276,8 @@ def count_graphs(kernel, generation: str, bucketing: Bucketing, config: EngineCo
         return out
 
     cache = cold_compile_cache() if backend not in CHEAP_BACKENDS else contextlib.nullcontext()
-    with cache, _quiet_recompile_warnings(), torch._dynamo.config.patch(recompile_limit=limit):
+    with cache, _quiet_recompile_warnings(), torch._dynamo.config.patch(**settings), \
+            torch._dynamo.config.patch(recompile_limit=limit):
         if record_warmup:
             for c in ws.warmup(bucketing):
                 call(c, "warmup")

@@ -192,7 +192,8 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
     except HarnessError as exc:
         return {**out, "skipped": f"{subject.spec}: decode kernel not loadable: {exc}"}
     if found is None:
-        return {**out, "skipped": f"{subject.spec} has no batched decode kernel"}
+        return {**out, "skipped": subject.lacks("decode_kernel_a")
+                or f"{subject.spec} has no batched decode kernel"}
     kernel, generation = found
     out["generation"] = generation
     try:
@@ -214,7 +215,7 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
                 kernel, generation, bucketing, case.config, workload, device=options.device,
                 backend=options.backend, recompile_limit=options.recompile_limit,
                 record_warmup=options.record_warmup, seed=options.seed,
-                workspace=ws).as_dict()
+                workspace=ws, settings=subject.compile_settings()).as_dict()
         if options.time:
             out["timing"] = _time_workload(kernel, bucketing, case.config, workload, ws,
                                            options, progress)

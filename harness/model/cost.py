@@ -137,6 +137,13 @@ class WorkloadCost:
         return dict(sorted(total.items()))
 
     @property
+    def mask_bytes(self) -> int:
+        """Bytes of the batched mask: ``mask`` here, ``mask_by_block`` / ``mask_by_chunk`` where
+        a subject's own builder names its tensors."""
+        return sum(v for k, v in self.h2d_by_tensor.items() if k == "mask" or
+                   k.startswith("mask_"))
+
+    @property
     def transfers(self) -> int:
         return self._sum("transfers")
 
@@ -190,7 +197,7 @@ class WorkloadCost:
             "h2d_bytes_total": self.h2d_bytes,
             "h2d_bytes_per_step": self.h2d_bytes / n,
             "h2d_bytes_by_tensor": self.h2d_by_tensor,
-            "mask_bytes_per_step": self.h2d_by_tensor.get("mask", 0) / n,
+            "mask_bytes_per_step": self.mask_bytes / n,
             "transfers_per_step": self.transfers / n,
             "distinct_compile_keys": len(self.keys),
             "distinct_batched_keys": len(self.keys_of("batched")),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.config import EngineConfig, Overrides
+from harness.errors import CapabilityMissing
 from harness.ladders import Ladder
 
 #: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
@@ -21,8 +22,11 @@ CAPABILITIES = {
     "batched_decode_variants": "warmup records the batched decode grid (batched_decode_variants)",
     "chunking": "chunked batched decode (batched_decode_chunking: blocks_per_chunk, num_chunks)",
     "decode_prefix": "the decode prefix of a mixed batch runs batched",
+    "sliding_window": "the bucketer takes a sliding_window (generation 4)",
     "decode_kernel_a": "the batched decode kernel, one block per loop step (generation A)",
     "decode_kernel_b": "the chunked batched decode kernel (generation B)",
+    "forward": "the attention impl's forward, run on its own builder's metadata (any kernel "
+               "convention)",
 }
 
 
@@ -76,6 +80,13 @@ class Subject(ABC):
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         """The subject's ladders for one config; raises HarnessError on configs it rejects."""
 
+    def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
+        """Per workload, its exact cost (a ``harness.model.WorkloadCost``) as the subject's own
+        metadata builder decides it, or the HarnessError saying why that workload cannot be
+        evaluated. Raises HarnessError when no workload can be (the config is rejected, the
+        builder cannot be driven). A subject without a builder has no such figures."""
+        raise CapabilityMissing(f"{self.spec} has no metadata builder to drive")
+
     def decode_kernel(self):
         """The subject's batched decode kernel as ``(callable, generation)``, or None.
 
@@ -84,6 +95,11 @@ class Subject(ABC):
         of both generations are spelled out in harness/measure/kernels.py.
         """
         return None
+
+    def compile_settings(self) -> dict:
+        """``torch._dynamo.config`` values the subject's platform sets at import (applied while
+        graphs are counted); the reference sets none."""
+        return {}
 
     def lacks(self, capability: str) -> str | None:
         """A skip reason if the subject lacks ``capability``, else None."""

@@ -41,6 +41,7 @@ from pathlib import Path
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
 from harness.subjects.extract import ModuleSource, NotSelfContained
+from harness.subjects.vllm_standins import modules as vllm_standin_modules
 
 PACKAGE = "spyre_inference"
 #: The namespaces a window owns: removed from sys.modules on exit.
@@ -172,10 +173,6 @@ class SnapshotFinder(importlib.abc.MetaPathFinder):
 
 # -- stand-ins ------------------------------------------------------------------------------------
 
-class VllmConfig:
-    """Stand-in for ``vllm.config.VllmConfig`` (the bucketer uses it in annotations only)."""
-
-
 class CaptureHandler(logging.Handler):
     """Keeps what the subject logged at WARNING and above (its notes on a config)."""
 
@@ -188,26 +185,9 @@ class CaptureHandler(logging.Handler):
 
 
 def vllm_standins(handler: logging.Handler) -> dict[str, types.ModuleType]:
-    """``vllm``, ``vllm.config`` and ``vllm.logger``: the verified minimal set (notes, section 5).
-
-    ``init_logger`` returns a fresh logger outside logging's registry: nothing of it outlives the
-    window, and what it says goes to ``handler`` instead of the terminal.
-    """
-    root = types.ModuleType("vllm")
-    root.__path__ = []
-    config = types.ModuleType("vllm.config")
-    config.VllmConfig = VllmConfig
-    logger_mod = types.ModuleType("vllm.logger")
-
-    def init_logger(name: str) -> logging.Logger:
-        log = logging.Logger(name, logging.DEBUG)
-        log.propagate = False
-        log.addHandler(handler)
-        return log
-
-    logger_mod.init_logger = init_logger
-    root.config, root.logger = config, logger_mod
-    return {"vllm": root, "vllm.config": config, "vllm.logger": logger_mod}
+    """The vLLM stand-ins (:mod:`harness.subjects.vllm_standins`): ``vllm.config``,
+    ``vllm.logger`` (what the bucketer needs) and the names the attention backend imports."""
+    return vllm_standin_modules(handler)
 
 
 def harmless_resolver(*args, **kwargs) -> bool:

@@ -21,6 +21,7 @@ from harness.ladders import (
     blocks_ladder, ceil_div, chunking, default_query_ladder, is_power_of_two, powers_of_two,
     previous_bucket, resolve_clamp, resolve_topup,
 )
+from harness.errors import HarnessError
 from harness.subjects.base import Bucketing, Subject
 
 MIN_BATCHED_SEQS = 4
@@ -94,6 +95,20 @@ class ReferenceSubject(Subject):
 
         generation = "B" if self.policy.chunked else "A"
         return BATCHED_KERNELS[generation], generation
+
+    def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
+        """The reference's builder is the pure-Python model (harness/model, which imports this
+        package's base: hence imported here)."""
+        from harness.model.cost import workload_cost
+
+        bucketing = self.bucketing(config, overrides)
+        out = []
+        for workload in workloads:
+            try:
+                out.append(workload_cost(bucketing, config, workload))
+            except HarnessError as exc:
+                out.append(exc)
+        return out
 
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         p = self.policy

@@ -46,6 +46,7 @@ from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
+from harness.subjects.timeout import SubjectTimeout, bounded
 from harness.subjects.loader import (
     BACKEND_FILE, BACKEND_MODULE, BUCKETER_FILE, BUCKETER_MODULE, ENVS_MODULE, OPS_KERNEL_FILE,
     OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, backend_standin,
@@ -53,6 +54,8 @@ from harness.subjects.loader import (
 )
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
+PLATFORM_MODULE = "spyre_inference.platform"
+PLATFORM_FILE = "spyre_inference/platform.py"
 #: The metadata builder's batching minimum when the bucketer does not say (notes, section 2).
 MIN_BATCHED_SEQS = 4
 #: Field names a variant record may use, tried in order (then position 0 and 1).
@@ -122,8 +125,12 @@ class SpyreInferenceSubject(Subject):
         self._missing: dict[str, str] = {}
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
         self._kernel: tuple | None = None
+        self._compile_settings: dict | None = None
         self._min_batched = MIN_BATCHED_SEQS
-        self.capabilities = frozenset(self._probe())
+        import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
+
+        with bounded(f"{self.origin}: loading"):
+            self.capabilities = frozenset(self._probe())
 
     @property
     def origin(self) -> str:
@@ -133,7 +140,7 @@ class SpyreInferenceSubject(Subject):
     def generation(self) -> int:
         """0 (no bucketer) to 4, from the capabilities (top-up vs clamp is not told apart)."""
         caps = self.capabilities
-        for gen, cap in ((4, "decode_prefix"), (3, "chunking"), (2, "num_seqs_axis"),
+        for gen, cap in ((4, "sliding_window"), (3, "chunking"), (2, "num_seqs_axis"),
                          (1, "bucketer")):
             if cap in caps:
                 return gen
@@ -153,7 +160,8 @@ class SpyreInferenceSubject(Subject):
             caps |= self._probe_bucketer()
         else:
             self._missing["bucketer"] = f"{BUCKETER_FILE} is not in it (no bucketer yet)"
-            for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix"):
+            for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix",
+                        "sliding_window"):
                 self._missing[cap] = "no bucketer"
         caps |= self._probe_kernels(caps)
         return caps
@@ -167,6 +175,8 @@ class SpyreInferenceSubject(Subject):
                                    f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
             cls = getattr(module, BUCKETER_CLASS, None)
             minimum = getattr(module, "_MIN_BATCHED_SEQS", None)
+            on_module = {n for n in ("batched_decode_chunking",) if callable(getattr(module, n,
+                                                                                      None))}
         if not isinstance(cls, type):
             raise SubjectError(f"{self.origin}: {BUCKETER_FILE} has no {BUCKETER_CLASS} class")
         backend = self._parsed(BACKEND_FILE)
@@ -183,10 +193,10 @@ class SpyreInferenceSubject(Subject):
             "batched_decode_variants": (("batched_decode_variants",),
                                         f"{BUCKETER_CLASS} has no batched_decode_variants()"),
             "chunking": (("batched_decode_chunking",),
-                         f"{BUCKETER_CLASS} has no batched_decode_chunking()"),
+                         f"neither {BUCKETER_CLASS} nor its module has batched_decode_chunking()"),
         }
         for cap, (names, reason) in checks.items():
-            if any(hasattr(cls, n) for n in names):
+            if any(hasattr(cls, n) or n in on_module for n in names):
                 caps.add(cap)
             else:
                 self._missing[cap] = reason
@@ -195,10 +205,15 @@ class SpyreInferenceSubject(Subject):
         except (TypeError, ValueError):
             params = {}
         if "sliding_window" in params:
+            caps.add("sliding_window")
+        else:
+            self._missing["sliding_window"] = f"{BUCKETER_CLASS}() takes no sliding_window"
+        # The builder, not the bucketer, decides whether mixed batches batch their decodes.
+        if backend is not None and "split_decodes_and_prefills" in backend.bindings:
             caps.add("decode_prefix")
         else:
-            self._missing["decode_prefix"] = (f"{BUCKETER_CLASS}() takes no sliding_window "
-                                              "(the generation-4 marker)")
+            self._missing["decode_prefix"] = (f"{BACKEND_FILE} does not use vLLM's "
+                                              "split_decodes_and_prefills")
         return caps
 
     def _parsed(self, rel: str):
@@ -225,7 +240,20 @@ class SpyreInferenceSubject(Subject):
         prefer = "B" if "chunking" in caps else "A"
         found.sort(key=lambda f: f[1].generation != prefer)
         self._kernel_def = found[0] if found else None
-        return {f"decode_kernel_{g.lower()}" for g in have}
+        caps = {f"decode_kernel_{g.lower()}" for g in have}
+        backend = self._parsed(BACKEND_FILE)
+        classes = ("SpyreAttentionMetadataBuilder", "SpyreAttentionImpl")
+        if backend is not None and all(c in backend.bindings for c in classes):
+            caps.add("forward")
+            if not have:
+                for gen in "ab":
+                    self._missing[f"decode_kernel_{gen}"] += (
+                        "; its kernels follow their own convention and run only through its "
+                        "SpyreAttentionImpl.forward(), which spyre-bench drives for exact "
+                        "figures but does not time yet")
+        else:
+            self._missing["forward"] = f"{BACKEND_FILE} defines no {' and '.join(classes)}"
+        return caps
 
     # -- loads ------------------------------------------------------------------------------
 
@@ -251,9 +279,14 @@ class SpyreInferenceSubject(Subject):
                         log.removeHandler(handler)
                     _clear_env_cache()
             return
-        standins = vllm_standins(handler)
-        standins[BACKEND_MODULE] = backend_standin(self.tree)
-        with isolated(env, self.tree, standins) as caught:
+        # The backend module is the commit's own (generation-1 bucketers import names from it);
+        # the kernels it compiles at import are never called here, so nothing is compiled.
+        import torch  # noqa: F401  (imported outside the window: it must stay imported)
+
+        from harness.subjects.builder import intercepted_compile
+
+        with isolated(env, self.tree, vllm_standins(handler)) as caught, \
+                intercepted_compile([]):
             def load():
                 return importlib.import_module(BUCKETER_MODULE)
             load.caught = caught
@@ -267,7 +300,11 @@ class SpyreInferenceSubject(Subject):
                config.max_num_batched_tokens, overrides.raw)
         if key not in self._memo:
             try:
-                self._memo[key] = self._compute(config, overrides)
+                with bounded(f"{self.origin}: bucketing {config.label()} "
+                             f"env={overrides.label()}"):
+                    self._memo[key] = self._compute(config, overrides)
+            except SubjectTimeout:
+                raise
             except HarnessError as exc:
                 self._memo[key] = exc
         found = self._memo[key]
@@ -282,7 +319,10 @@ class SpyreInferenceSubject(Subject):
                 module = load()
                 _clear_env_cache()
                 bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config))
-                return self._read(bucketer, config, overrides, handler, load.caught)
+                # The builder's own load (a nested window) says which batched ladders it uses.
+                batched = self.builder_ladders(config, overrides)
+                return self._read(module, bucketer, config, overrides, handler, load.caught,
+                                  batched)
             except HarnessError:
                 raise
             except Exception as exc:
@@ -292,8 +332,39 @@ class SpyreInferenceSubject(Subject):
                     f"env={overrides.label()}: {type(exc).__name__}: {exc}"
                     f"{where(exc, self.tree)}") from None
 
-    def _read(self, b, config: EngineConfig, overrides: Overrides, handler: CaptureHandler,
-              caught: list) -> Bucketing:
+    def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
+        """Every step of every workload through this commit's own ``build()`` and one layer of
+        its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.builder`."""
+        from harness.model.cost import WorkloadCost, warmup_keys
+        from harness.subjects.builder import BuilderSession
+
+        bucketing = self.bucketing(config, overrides)
+        warmup = warmup_keys(bucketing)
+        out = []
+        with bounded(f"{self.origin}: driving its builder at {config.label()} "
+                     f"env={overrides.label()}"), \
+                BuilderSession(self.tree, self.origin, config, overrides) as session:
+            for workload in workloads:
+                try:
+                    workload.check_fits(config)
+                    steps = [session.record_step(step, seed=i)[0]
+                             for i, step in enumerate(workload.steps)]
+                except HarnessError as exc:
+                    out.append(exc)
+                    continue
+                out.append(WorkloadCost(workload.name, config.num_layers, steps, warmup))
+        return out
+
+    def builder_ladders(self, config: EngineConfig, overrides: Overrides):
+        """The batched ladders the subject's metadata builder dispatches on, read from the
+        constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
+        from harness.subjects.builder import BuilderSession
+
+        with BuilderSession(self.tree, self.origin, config, overrides) as session:
+            return session.batched_ladders()
+
+    def _read(self, module, b, config: EngineConfig, overrides: Overrides,
+              handler: CaptureHandler, caught: list, batched) -> Bucketing:
         """Everything the model needs, read while the window is open (properties and methods
         may read env vars lazily)."""
         bs, caps = config.block_size, self.capabilities
@@ -302,21 +373,17 @@ class SpyreInferenceSubject(Subject):
         blocks = self._attr(b, "num_blocks_buckets", "_num_blocks_buckets", required=False)
         num_blocks = _ladder(blocks) if blocks is not None else blocks_ladder(kv, bs)
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, self.spec) for r in b.variants())
-        if "num_seqs_axis" in caps:
-            num_seqs = _ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
-            batched_seqs, batched_blocks = num_seqs, num_blocks
-        else:
-            num_seqs = None
-            batched_seqs = powers_of_two(config.max_num_seqs, start=1)
-            batched_blocks = powers_of_two(ceil_div(config.max_model_len, bs), start=1)
+        num_seqs = (_ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
+                     if "num_seqs_axis" in caps else None)
+        batched_seqs, batched_blocks, _owner = batched
         recorded: tuple = ()
         if "batched_decode_variants" in caps:
             recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, self.spec)
                                  for r in b.batched_decode_variants())
         chunking = None
         if "chunking" in caps:
-            chunking = ChunkTable({(ns, nb): tuple(int(x) for x in
-                                                   b.batched_decode_chunking(ns, nb))
+            rule = getattr(module, "batched_decode_chunking", None) or b.batched_decode_chunking
+            chunking = ChunkTable({(ns, nb): tuple(int(x) for x in rule(ns, nb))
                                    for ns in batched_seqs for nb in batched_blocks}, self.spec)
         notes = tuple(handler.messages) + tuple(str(w.message) for w in caught)
         return Bucketing(
@@ -372,11 +439,65 @@ class SpyreInferenceSubject(Subject):
         exec(code, namespace)
         return namespace[kdef.name]
 
+    def compile_settings(self) -> dict:
+        """What the commit's ``spyre_inference/platform.py`` sets in ``torch._dynamo.config`` at
+        import (it raises the recompile limits), read by importing it once and restoring the
+        config; {} when the commit has no platform module."""
+        if self._compile_settings is None:
+            self._compile_settings = self._load_compile_settings()
+        return dict(self._compile_settings)
+
+    def _load_compile_settings(self) -> dict:
+        import torch._dynamo
+
+        if not self.tree.has(PLATFORM_FILE):
+            return {}
+        config = torch._dynamo.config
+        before = config.get_config_copy()
+        try:
+            with bounded(f"{self.origin}: loading {PLATFORM_FILE}"), \
+                    isolated({}, self.tree, vllm_standins(CaptureHandler())):
+                importlib.import_module(PLATFORM_MODULE)
+            after = config.get_config_copy()
+        except HarnessError:
+            raise
+        except Exception as exc:
+            raise SubjectError(f"{self.origin}: {PLATFORM_FILE} (whose Dynamo settings the "
+                               f"graph counts follow) cannot be loaded: {type(exc).__name__}: "
+                               f"{exc}{where(exc, self.tree)}") from None
+        finally:
+            for key, value in before.items():
+                if config.get_config_copy().get(key) != value:
+                    setattr(config, key, value)
+        return {k: v for k, v in after.items() if before.get(k) != v}
+
+    def override_rule(self) -> str | None:
+        """"top-up" or "clamp": whether an override entry above the limit is kept, found by
+        asking the bucketer (kv override of twice max_model_len at the default config)."""
+        if "bucketer" not in self.capabilities:
+            return None
+        config = EngineConfig()
+        env = {"SPYRE_ATTN_KV_BUCKETS": str(2 * config.max_model_len)}
+        with bounded(f"{self.origin}: probing the override rule"), \
+                self._session(env, CaptureHandler()) as load:
+            try:
+                module = load()
+                _clear_env_cache()
+                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(bucketer_config(config)),
+                                        "kv_buckets", "_kv_buckets"))
+            except HarnessError:
+                raise
+            except Exception as exc:
+                raise SubjectRejected(f"{self.origin}: probing the override rule: "
+                                      f"{type(exc).__name__}: {exc}") from None
+        return "top-up" if kv[-1] > config.max_model_len else "clamp"
+
     def describe(self) -> dict:
         """What was loaded and what it can do, for people and logs."""
         kernel = self._kernel_def
         return {"spec": self.spec, "identity": self.identity, "where": self.where,
                 "mode": self.mode, "generation": self.generation,
+                "override_rule": self.override_rule(),
                 "capabilities": sorted(self.capabilities),
                 "kernel": f"{kernel[0]}:{kernel[1].name} ({kernel[1].generation})" if kernel
                 else None}

@@ -1,0 +1,482 @@
+"""Drive a spyre-inference commit's own metadata builder and attention impl, on CPU torch.
+
+The backend module (``v1/attention/backends/spyre_attn.py``) is loaded from the snapshot with what
+it imports from ``spyre_inference`` and stand-ins for vLLM only (:mod:`vllm_standins`). Per config
+its ``SpyreAttentionMetadataBuilder`` and ``SpyreAttentionImpl`` are constructed; per step the
+builder's ``build()`` gets metadata made from the step (scattered page ids) and the impl's
+``forward()`` runs one layer. Two things are observed, never modelled:
+
+* every host-to-device copy, by wrapping the subject's ``custom_ops.utils.convert`` (tensor,
+  shape, dtype, bytes), named after the metadata field that holds the tensor;
+* every kernel call, because ``torch.compile`` is intercepted while the module loads: each kernel
+  the subject compiles becomes a :class:`KernelProxy` that records its bound arguments and either
+  returns a placeholder (exact figures: nothing is computed) or runs the kernel (measurement).
+
+From those come the path, B_s / B_b / blocks_per_chunk / num_chunks, loop iterations, padded
+slots and compile keys of a step. What cannot be driven (a vLLM name no stand-in covers, a
+constructor argument the harness does not know, a kernel whose loop count it cannot read) raises
+:class:`NotDrivable` with exactly that; callers turn it into a skip, never into the model's answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.config import EngineConfig, Overrides
+from harness.errors import CapabilityMissing
+from harness.ladders import ceil_div
+from harness.subjects.loader import (
+    BACKEND_FILE, BACKEND_MODULE, CaptureHandler, SourceTree, isolated, vllm_standins, where,
+)
+
+BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
+IMPL_CLASS = "SpyreAttentionImpl"
+BACKEND_CLASS = "SpyreAttentionBackend"
+CONVERT_MODULE = "spyre_inference.custom_ops.utils"
+
+
+class NotDrivable(CapabilityMissing):
+    """The subject's builder or impl cannot be driven: the figures it decides are skips."""
+
+
+# -- kernels: recorded, placeholder or run ------------------------------------------------------
+
+@dataclass
+class KernelCall:
+    kernel: str
+    args: dict
+
+    @property
+    def batched(self) -> bool:
+        return "batched" in self.kernel or "decode" in self.kernel
+
+
+class KernelProxy:
+    """Stands where the subject's ``torch.compile(kernel, ...)`` result would be.
+
+    ``mode``: "record" returns ``out`` when the call passes one, else a zero tensor shaped like the
+    first tensor argument (what the fixture and real forwards slice from); "run" calls ``target``
+    (the kernel itself, or a harness-compiled version of it).
+    """
+
+    def __init__(self, fn, compile_kwargs: dict):
+        self.fn = fn
+        self.compile_kwargs = compile_kwargs
+        self.signature = inspect.signature(fn)
+        self.mode = "record"
+        self.target = fn
+        self.calls: list[KernelCall] = []
+
+    def __call__(self, *args, **kwargs):
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        self.calls.append(KernelCall(self.fn.__name__, dict(bound.arguments)))
+        if self.mode == "run":
+            return self.target(*args, **kwargs)
+        out = bound.arguments.get("out")
+        if out is not None:
+            return out
+        import torch
+        first = next(v for v in bound.arguments.values() if isinstance(v, torch.Tensor))
+        return torch.zeros((), dtype=first.dtype).expand(first.shape)  # read-only, no memory
+
+
+@contextlib.contextmanager
+def intercepted_compile(proxies: list[KernelProxy]):
+    """``torch.compile(fn, ...)`` returns a proxy while the subject's modules load."""
+    import torch
+
+    real = torch.compile
+
+    def compile_(fn=None, **kwargs):
+        if fn is None:
+            return lambda f: compile_(f, **kwargs)
+        proxy = KernelProxy(fn, kwargs)
+        proxies.append(proxy)
+        return proxy
+
+    torch.compile = compile_
+    try:
+        yield
+    finally:
+        torch.compile = real
+
+
+# -- transfers ---------------------------------------------------------------------------------
+
+@dataclass
+class Transfer:
+    name: str
+    shape: tuple
+    dtype: str
+    bytes: int
+
+
+class TransferLog:
+    """Wraps the subject's ``convert``: every call is one host-to-device transfer."""
+
+    def __init__(self, convert):
+        self.convert = convert
+        self.log: list[Transfer] = []
+        self.names: dict[int, str] = {}
+
+    def __call__(self, tensor, *args, **kwargs):
+        self.log.append(Transfer(self.names.get(id(tensor), "other"), tuple(tensor.shape),
+                                 str(tensor.dtype).replace("torch.", ""),
+                                 tensor.numel() * tensor.element_size()))
+        return self.convert(tensor, *args, **kwargs)
+
+    def name_fields(self, metadata) -> None:
+        """Name tensors after the metadata attribute (or dict key) that holds them."""
+        self.names.clear()
+        import torch
+
+        def visit(value, name):
+            if isinstance(value, torch.Tensor):
+                self.names.setdefault(id(value), name)
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    visit(v, str(k))
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    visit(v, name)
+
+        for attr, value in vars(metadata).items():
+            visit(value, attr.removesuffix("_cpu"))
+
+
+# -- the config handed to the subject ------------------------------------------------------------
+
+class Section:
+    """Exactly the attributes given; any other is an AttributeError naming what is provided."""
+
+    def __init__(self, path: str, **values):
+        self.__dict__.update(values)
+        self.__dict__["_path"] = path
+
+    def __getattr__(self, name: str):
+        given = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
+        raise AttributeError(f"{self._path}.{name} is not provided by spyre-bench (it provides "
+                             f"{given})")
+
+
+def engine_vllm_config(config: EngineConfig, vllm_config_cls, compilation_mode):
+    import torch
+
+    dtype = getattr(torch, config.dtype)
+    model = Section("vllm_config.model_config", max_model_len=config.max_model_len,
+                    dtype=dtype, runner_type="generate",
+                    get_num_attention_heads=lambda parallel=None: config.num_heads,
+                    get_num_kv_heads=lambda parallel=None: config.num_kv_heads,
+                    get_head_size=lambda: config.head_size)
+    return vllm_config_cls(
+        cache_config=Section("vllm_config.cache_config", block_size=config.block_size,
+                             cache_dtype="auto"),
+        model_config=model,
+        scheduler_config=Section("vllm_config.scheduler_config",
+                                 max_num_batched_tokens=config.max_num_batched_tokens,
+                                 max_num_seqs=config.max_num_seqs),
+        parallel_config=Section("vllm_config.parallel_config", tensor_parallel_size=1),
+        compilation_config=Section("vllm_config.compilation_config", mode=compilation_mode,
+                                   static_forward_context={}))
+
+
+def _construct(cls, known: dict, what: str):
+    """Call ``cls`` with the arguments its signature names, by name; unknown required ones are a
+    NotDrivable naming them."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError) as exc:
+        raise NotDrivable(f"{what}: unreadable signature ({exc})") from None
+    kwargs, unknown = {}, []
+    for name, p in params.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if name in known:
+            kwargs[name] = known[name]
+        elif p.default is p.empty:
+            unknown.append(name)
+    if unknown:
+        raise NotDrivable(f"{what}({', '.join(params)}): spyre-bench cannot supply "
+                          f"{', '.join(unknown)}")
+    return cls(**kwargs)
+
+
+# -- per-step figures ------------------------------------------------------------------------------
+
+@dataclass
+class DrivenStep:
+    """What one step did through the subject's code, before it becomes a model StepCost."""
+
+    calls: list[KernelCall]
+    transfers: list[Transfer]
+    metadata: object
+    batched_seqs: int = 0
+    reason: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def loop_iterations(call: KernelCall) -> int:
+    """How many times the kernel's loop runs, read from its arguments by name."""
+    a = call.args
+    if isinstance(a.get("num_chunks"), int):
+        return a["num_chunks"]
+    pages = a.get("chunk_page_ids")
+    if isinstance(pages, (list, tuple)):
+        return len(pages)
+    if pages is not None and isinstance(a.get("blocks_per_chunk"), int):
+        return int(pages.shape[0]) // a["blocks_per_chunk"]
+    if isinstance(a.get("num_blocks"), int):
+        return a["num_blocks"]
+    raise NotDrivable(f"kernel {call.kernel}({', '.join(a)}): cannot tell its loop count (no "
+                      "num_chunks, chunk_page_ids or num_blocks argument)")
+
+
+def blocks_per_step(call: KernelCall) -> int:
+    bpc = call.args.get("blocks_per_chunk")
+    return loop_iterations(call) * (bpc if isinstance(bpc, int) else 1)
+
+
+class BuilderSession:
+    """One open load of a subject's backend for one (config, overrides); use as a context manager.
+
+    Everything of the load (modules, env) is undone on exit, like every other window.
+    """
+
+    def __init__(self, tree: SourceTree, origin: str, config: EngineConfig, overrides: Overrides):
+        self.tree, self.origin, self.config, self.overrides = tree, origin, config, overrides
+        self.handler = CaptureHandler()
+        self.proxies: list[KernelProxy] = []
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> BuilderSession:
+        try:
+            self._open()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+
+    def _open(self) -> None:
+        import torch
+
+        if not self.tree.has(BACKEND_FILE):
+            raise NotDrivable(f"{self.origin}: no {BACKEND_FILE}")
+        standins = vllm_standins(self.handler)
+        self._stack.enter_context(isolated(self.overrides.as_env(), self.tree, standins))
+        with intercepted_compile(self.proxies):
+            try:
+                module = importlib.import_module(BACKEND_MODULE)
+            except Exception as exc:
+                raise NotDrivable(f"{self.origin}: {BACKEND_FILE} cannot be loaded with "
+                                  f"spyre-bench's vLLM stand-ins: {type(exc).__name__}: {exc}"
+                                  f"{where(exc, self.tree)}") from None
+        self.module = module
+        missing = [n for n in (BUILDER_CLASS, IMPL_CLASS) if not isinstance(
+            getattr(module, n, None), type)]
+        if missing:
+            raise NotDrivable(f"{self.origin}: {BACKEND_FILE} has no {' or '.join(missing)}")
+        self._wrap_convert()
+        vllm_config_mod = sys.modules["vllm.config"]
+        c = self.config
+        self.vllm_config = engine_vllm_config(c, vllm_config_mod.VllmConfig,
+                                              vllm_config_mod.CompilationMode.STOCK_TORCH_COMPILE)
+        self._stack.enter_context(vllm_config_mod.set_current_vllm_config(self.vllm_config))
+        spec = sys.modules["vllm.v1.kv_cache_interface"].AttentionSpec(
+            block_size=c.block_size, num_kv_heads=c.num_kv_heads, head_size=c.head_size,
+            dtype=getattr(torch, c.dtype))
+        self.device = torch.device("cpu")
+        try:
+            self.builder = _construct(getattr(module, BUILDER_CLASS), {
+                "kv_cache_spec": spec, "layer_names": ["layers.0.attn"],
+                "vllm_config": self.vllm_config, "device": self.device}, BUILDER_CLASS)
+            self.impl = _construct(getattr(module, IMPL_CLASS), {
+                "num_heads": c.num_heads, "head_size": c.head_size,
+                "scale": c.head_size ** -0.5, "num_kv_heads": c.num_kv_heads,
+                "alibi_slopes": None, "sliding_window": None, "kv_cache_dtype": "auto",
+                "logits_soft_cap": None}, IMPL_CLASS)
+        except NotDrivable as exc:
+            raise NotDrivable(f"{self.origin}: {exc}") from None
+        except Exception as exc:
+            raise NotDrivable(f"{self.origin}: constructing {BUILDER_CLASS}/{IMPL_CLASS} for "
+                              f"{c.label()} failed: {type(exc).__name__}: {exc}"
+                              f"{where(exc, self.tree)}") from None
+
+    def _wrap_convert(self) -> None:
+        utils = sys.modules.get(CONVERT_MODULE)
+        convert = getattr(utils, "convert", None)
+        if convert is None:
+            raise NotDrivable(f"{self.origin}: no {CONVERT_MODULE}.convert, the transfer function "
+                              "spyre-bench counts host-to-device copies with")
+        self.transfers = TransferLog(convert)
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
+                mod.convert = self.transfers
+
+    # -- what the builder owns -----------------------------------------------------------------
+
+    def batched_ladders(self) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+        """(num_seqs, num_blocks, owner): the builder's own ladders when it keeps them,
+        else those of the bucketer it holds."""
+        b = self.builder
+        own = (getattr(b, "_num_seqs_buckets", None), getattr(b, "_num_blocks_buckets", None))
+        if all(isinstance(x, (list, tuple)) for x in own):
+            return tuple(map(int, own[0])), tuple(map(int, own[1])), "builder"
+        bucketer = getattr(b, "_attn_bucketer", None) or getattr(b, "attn_bucketer", None)
+        ladders = (getattr(bucketer, "num_seqs_buckets", None),
+                   getattr(bucketer, "num_blocks_buckets", None))
+        if bucketer is None or not all(isinstance(x, (list, tuple)) for x in ladders):
+            raise NotDrivable(f"{self.origin}: {BUILDER_CLASS} keeps neither its own batched "
+                              "ladders (_num_seqs_buckets, _num_blocks_buckets) nor a bucketer "
+                              "with num_seqs_buckets / num_blocks_buckets")
+        return tuple(map(int, ladders[0])), tuple(map(int, ladders[1])), "bucketer"
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def common_metadata(self, step, seed: int = 0):
+        """vLLM's CommonAttentionMetadata for ``step``: decodes first, pages scattered."""
+        import torch
+
+        bs = self.config.block_size
+        n = len(step)
+        query_lens = [s.query_len for s in step]
+        seq_lens = [s.seq_len for s in step]
+        starts = [0]
+        for q in query_lens:
+            starts.append(starts[-1] + q)
+        blocks = [ceil_div(x, bs) for x in seq_lens]
+        width = max(ceil_div(self.config.max_model_len, bs), max(blocks))
+        pages = list(range(1, sum(blocks) + 1))  # page 0 is vLLM's null block
+        random.Random(seed).shuffle(pages)
+        table = torch.zeros(n, width, dtype=torch.int32)
+        slots = []
+        it = iter(pages)
+        for s in range(n):
+            row = [next(it) for _ in range(blocks[s])]
+            table[s, :blocks[s]] = torch.tensor(row, dtype=torch.int32)
+            for t in range(seq_lens[s] - query_lens[s], seq_lens[s]):
+                slots.append(row[t // bs] * bs + t % bs)
+        qsl = torch.tensor(starts, dtype=torch.int32)
+        lens = torch.tensor(seq_lens, dtype=torch.int32)
+        cam = sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata
+        return cam(query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens,
+                   seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
+                   max_query_len=max(query_lens), max_seq_len=max(seq_lens),
+                   block_table_tensor=table,
+                   slot_mapping=torch.tensor(slots, dtype=torch.int64), causal=True,
+                   is_prefilling=torch.tensor([q > 1 for q in query_lens])), sum(blocks) + 1
+
+    def build(self, step, seed: int = 0):
+        cm, pages = self.common_metadata(step, seed)
+        try:
+            return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm, pages
+        except Exception as exc:
+            raise NotDrivable(f"{self.origin}: {BUILDER_CLASS}.build() raised on "
+                              f"{[s.seq_len for s in step]}: {type(exc).__name__}: {exc}"
+                              f"{where(exc, self.tree)}") from None
+
+    def forward(self, metadata, query, kv_cache, output):
+        """One layer through the subject's impl; returns (kernel calls, transfers) of it."""
+        for p in self.proxies:
+            p.calls.clear()
+        self.transfers.log.clear()
+        self.transfers.name_fields(metadata)
+        try:
+            self.impl.forward(None, query, query, query, kv_cache, metadata, output)
+        except NotDrivable:
+            raise
+        except Exception as exc:
+            raise NotDrivable(f"{self.origin}: {IMPL_CLASS}.forward() raised: "
+                              f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
+        calls = [c for p in self.proxies for c in p.calls]
+        return calls, list(self.transfers.log)
+
+    def kv_cache_shape(self, num_pages: int) -> tuple[int, ...]:
+        c = self.config
+        backend = getattr(self.module, BACKEND_CLASS, None)
+        get = getattr(backend, "get_kv_cache_shape", None)
+        if get is None:
+            return (num_pages, c.block_size, c.num_kv_heads, c.head_size)
+        return tuple(get(num_pages, c.block_size, c.num_kv_heads, c.head_size))
+
+    def placeholders(self, step, pages: int):
+        """Zero-cost tensors for a recorded forward: nothing is computed from them."""
+        import torch
+
+        c = self.config
+        dtype = getattr(torch, c.dtype)
+        cache = torch.zeros((), dtype=dtype).expand(*self.kv_cache_shape(pages))
+        tokens = sum(s.query_len for s in step)
+        query = torch.zeros((), dtype=dtype).expand(tokens, c.num_heads, c.head_size)
+        return query, (cache, cache), torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
+
+    def record_step(self, step, seed: int = 0):
+        """Build and forward one step with recorded kernels: the exact figures of that step."""
+        from harness.model.cost import StepCost
+        from harness.model.dispatch import CompileKey, Dispatch
+
+        metadata, _, pages = self.build(step, seed)
+        query, cache, output = self.placeholders(step, pages)
+        calls, transfers = self.forward(metadata, query, cache, output)
+        bs = self.config.block_size
+        batched = [c for c in calls if c.batched]
+        single = [c for c in calls if not c.batched]
+        fields: dict = {}
+        keys, padded, iterations = [], 0, 0
+        n_batched = 0
+        for c in batched:
+            it = loop_iterations(c)
+            b_seqs = int(c.args.get("num_seqs"))
+            bpc = c.args.get("blocks_per_chunk")
+            iterations += it
+            padded += b_seqs * blocks_per_step(c) * bs
+            if isinstance(bpc, int):
+                keys.append(CompileKey("batched_chunked", (b_seqs, bpc, it)))
+                fields.update(blocks_per_chunk=bpc, num_chunks=it)
+            else:
+                keys.append(CompileKey("batched", (b_seqs, it)))
+            b_blocks = getattr(metadata, "padded_batch_blocks", None)
+            fields.update(b_seqs=b_seqs, b_blocks=b_blocks if isinstance(b_blocks, int) else None)
+            n_batched = int(getattr(metadata, "num_decode_seqs", 0) or 0)
+        per_sequence = []
+        for c in single:
+            it = loop_iterations(c)
+            width = c.args.get("padded_query_len")
+            iterations += it
+            padded += it * bs
+            per_sequence.append((it, int(width) if isinstance(width, int) else 0))
+            keys.append(CompileKey("attn", (it, per_sequence[-1][1])))
+        reason = self._reason(step, metadata, bool(batched), n_batched)
+        h2d = Counter()
+        for t in transfers:
+            h2d[t.name] += t.bytes
+        return StepCost(
+            dispatch=Dispatch(n_batched, reason, per_sequence=tuple(per_sequence), **fields),
+            iterations_per_layer=iterations, launches_per_layer=len(calls),
+            real_kv_tokens=sum(s.seq_len for s in step), padded_kv_slots=padded,
+            decode_tokens=sum(1 for s in step if s.is_decode), h2d=dict(h2d),
+            transfers=len(transfers), keys=tuple(keys)), transfers
+
+    def _reason(self, step, metadata, batched: bool, n_batched: int) -> str:
+        """Why a step took its path, from the env and what the builder left in its metadata."""
+        if batched:
+            return "batched" if n_batched >= len(step) else "decode prefix batched"
+        if not self.overrides.batched_decode:
+            return "SPYRE_BATCHED_DECODE off"
+        minimum = getattr(self.module, "_MIN_BATCHED_SEQS", None)
+        decodes = next((i for i, s in enumerate(step) if not s.is_decode), len(step))
+        built = getattr(metadata, "num_decode_seqs", None)
+        if isinstance(built, int) and built < decodes:
+            return f"{len(step) - built} prefill sequence(s) in the batch"
+        if isinstance(minimum, int) and decodes < minimum:
+            return f"{decodes} decode(s) < minimum {minimum}"
+        return f"builder declined the batched path ({decodes} leading decodes)"

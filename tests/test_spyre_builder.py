@@ -1,0 +1,132 @@
+"""Figures from each commit's own metadata builder: build() and one layer of forward() per step.
+
+The fixture's generation-3 builder mirrors the real interfaces (module-level chunking, the
+generation-B tensors, transfers through custom_ops.utils.convert), so its figures are the code's,
+and editing that code changes them with no harness change.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import EngineConfig, Overrides
+from harness.evaluate import config_figures, workload_figures
+from harness.matrix import Case
+from harness.subjects import resolve_subject
+from harness.workloads import Seq, Workload
+from tests.fixtures.spyre_repo import BACKEND, GENERATIONS, MIXED_810
+
+REVIEW = Overrides.from_env({"SPYRE_ATTN_KV_BUCKETS": "128,8192", "SPYRE_BATCHED_DECODE": "1"})
+CASE = Case(EngineConfig(block_size=64, max_model_len=2048), REVIEW, "review")
+
+
+def four_decodes(subject, case=CASE):
+    step = tuple(Seq(150) for _ in range(4))
+    (cost,) = subject.workload_costs(case.config, case.overrides,
+                                     [Workload("four-3-block", "review step", (step,))])
+    return cost
+
+
+def test_generation_3_four_3_block_decodes_are_4_iterations_and_6_transfers(spyre_repo):
+    subject = resolve_subject(spyre_repo.spec("gen3"))
+    cost = four_decodes(subject)
+    (step,) = cost.steps
+    d = step.dispatch
+    assert (d.path, d.b_seqs, d.b_blocks, d.blocks_per_chunk, d.num_chunks) == (
+        "batched", 4, 32, 8, 4)  # 32 blocks in chunks of 8
+    assert step.iterations_per_layer == 4
+    assert step.transfers == 6  # rep_row_ids, one page-id tensor per chunk, the mask
+    entries = 4 * 8
+    assert step.h2d == {"rep_row_ids": 4 * entries, "chunk_page_ids": 4 * (4 * entries),
+                        "mask_by_chunk": 2 * 4 * entries * 8 * 64}
+    # The model of the notes counts 3 transfers for the same step: the builder is the reference.
+    reference = four_decodes(resolve_subject("reference:chunked")).steps[0]
+    assert reference.transfers == 3 and reference.iterations_per_layer == 4
+
+
+def test_editing_the_builder_changes_the_figures_with_no_harness_change(spyre_repo):
+    """One stacked transfer for the page ids instead of one per chunk: 3 transfers, not 6."""
+    rev = spyre_repo.edit(
+        BACKEND,
+        '"chunk_page_ids": [convert(t, device=device) for t in cpu["chunk_page_ids"]],',
+        '"chunk_page_ids": list(convert(torch.stack(cpu["chunk_page_ids"]), device=device)),',
+        parent="gen3", message="mirror the chunk page ids in one transfer")
+    before = four_decodes(resolve_subject(spyre_repo.spec("gen3"))).steps[0]
+    after = four_decodes(resolve_subject(spyre_repo.spec(rev))).steps[0]
+    assert (before.transfers, after.transfers) == (6, 3)
+    # Same bytes; the stacked tensor is held by no metadata field, so it is named "other".
+    assert after.h2d_bytes == before.h2d_bytes
+    assert after.h2d["other"] == before.h2d["chunk_page_ids"]
+    assert after.iterations_per_layer == before.iterations_per_layer == 4
+
+
+def test_an_810_bucketer_under_the_pre_810_builder_reports_the_builders_ladders(spyre_repo):
+    mixed = config_figures(resolve_subject(spyre_repo.spec(MIXED_810)), CASE)
+    merged = config_figures(resolve_subject(spyre_repo.spec("810-clamp")), CASE)
+    assert mixed["ladders"]["num_seqs"] == [4, 8, 16, 32]  # the bucketer has the axis ...
+    assert mixed["ladders"]["batched_num_blocks"] == [1, 2, 4, 8, 16, 32]  # ... the builder wins
+    assert mixed["ladders"]["batched_num_seqs"] == [1, 2, 4, 8, 16, 32]
+    assert merged["ladders"]["batched_num_blocks"] == [2, 32]
+    cost = four_decodes(resolve_subject(spyre_repo.spec(MIXED_810)))
+    assert (cost.steps[0].dispatch.b_blocks, cost.steps[0].iterations_per_layer) == (4, 4)
+
+
+def test_generation_3_batches_the_decode_prefix_of_a_mixed_batch(spyre_repo):
+    mixed = Workload("mixed", "4 decodes then a prefill",
+                     (tuple(Seq(300) for _ in range(4)) + (Seq(600, 64),),))
+    for gen, path in (("gen3", "mixed"), ("810-clamp", "per-sequence")):
+        subject = resolve_subject(spyre_repo.spec(gen))
+        (cost,) = subject.workload_costs(CASE.config, CASE.overrides, [mixed])
+        assert cost.steps[0].dispatch.path == path, gen
+
+
+def test_the_upstream_history_without_a_bucketer_skips_every_figure(spyre_repo):
+    subject = resolve_subject(spyre_repo.spec(GENERATIONS[0]))
+    config = config_figures(subject, CASE)
+    assert set(config) == {"skipped"} and "no bucketer yet" in config["skipped"]
+    from harness.workloads import specs
+
+    rows = workload_figures(subject, CASE, specs(steps=2))
+    assert rows and all(set(r) == {"skipped"} and "no bucketer yet" in r["skipped"]
+                        for r in rows.values())
+
+
+def test_a_vllm_name_no_stand_in_covers_is_a_skip_naming_it(spyre_repo):
+    rev = spyre_repo.edit(BACKEND, "from vllm.logger import init_logger\n",
+                          "from vllm.logger import init_logger\n"
+                          "from vllm.platforms import current_platform  # noqa: F401\n",
+                          parent="gen3")
+    figures = config_figures(resolve_subject(spyre_repo.spec(rev)), CASE)
+    assert "vllm.platforms" in figures["skipped"]
+    assert "cannot be loaded with spyre-bench's vLLM stand-ins" in figures["skipped"]
+
+
+@pytest.mark.parametrize("generation", ["pre-810", "810-topup", "810-clamp"])
+def test_generation_a_builders_agree_with_the_model_on_the_review_step(spyre_repo, generation):
+    from tests.fixtures.spyre_repo import REFERENCE_POLICY
+
+    got = four_decodes(resolve_subject(spyre_repo.spec(generation))).steps[0]
+    want = four_decodes(resolve_subject(f"reference:{REFERENCE_POLICY[generation]}")).steps[0]
+    assert (got.iterations_per_layer, got.transfers, got.h2d_bytes, got.keys) == (
+        want.iterations_per_layer, want.transfers, want.h2d_bytes, want.keys)
+
+
+def test_crosscheck_lists_where_the_builder_and_the_model_disagree(spyre_repo, capsys):
+    from harness.cli import main
+
+    common = ["--batched", "--env", "SPYRE_ATTN_KV_BUCKETS=128,8192", "--block-size", "64",
+              "--max-model-len", "2048", "--step", "150,150,150,150"]
+    assert main(["crosscheck", "--subject", spyre_repo.spec("gen3"), "--policy", "chunked",
+                 *common]) == 1
+    out = capsys.readouterr().out
+    assert "transfers_per_step: builder 6.0 | model 3.0" in out
+    assert main(["crosscheck", "--subject", spyre_repo.spec("810-clamp"), "--policy",
+                 "post-810-clamp", *common]) == 0
+    assert capsys.readouterr().out.strip().startswith("0 disagreement(s)")
+
+
+def test_the_override_rule_is_told_apart_by_asking_the_bucketer(spyre_repo):
+    rules = {g: resolve_subject(spyre_repo.spec(g)).describe()["override_rule"]
+             for g in GENERATIONS}
+    assert rules == {"no-bucketer": None, "pre-810": "top-up", "810-topup": "top-up",
+                     "810-clamp": "clamp", "gen3": "clamp", "gen4": "clamp"}
