@@ -47,7 +47,7 @@ class Config:
         if subject.lacks("bucketer"):
             return {"skipped": subject.lacks("bucketer")}
         return {suite.case_key(c): _compact(config_figures(subject, c), CONFIG_METRICS)
-                for c in suite.cases()}
+                for c in suite.cases() if suite.wanted(suite.case_key(c))}
 
     def setup(self, table, *key):
         self.figures = _figures_or_skip(f"exact.Config{list(key)}", table, key)
@@ -67,7 +67,11 @@ class Workload:
         mixes = specs(steps=suite.tier().steps)
         table = {}
         for case in suite.cases():
-            for name, figures in workload_figures(subject, case, mixes).items():
+            key = suite.case_key(case)
+            chosen = [m for m in mixes if suite.wanted(key + (m.name,))]
+            if not chosen:
+                continue
+            for name, figures in workload_figures(subject, case, chosen).items():
                 table[suite.case_key(case) + (name,)] = _compact(figures, WORKLOAD_METRICS)
         return table
 

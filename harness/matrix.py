@@ -1,6 +1,7 @@
 """Config matrices: named tiers of block sizes, max_model_len, and env override sets.
 
-``quick`` is sized for PR CI (seconds on two cores), ``full`` for nightly hardware runs. The named
+``quick`` is sized for PR CI (tens of seconds per commit on two cores through a commit's own
+builder), ``full`` for nightly hardware runs, ``tiny`` for tests and a first look. The named
 override sets are the configurations the #810 review reasoned about.
 """
 
@@ -43,7 +44,11 @@ class Tier:
 TIERS: dict[str, Tier] = {
     "quick": Tier("PR CI: 4 block sizes x 4 max_model_len x 4 override sets",
                   (64, 128, 192, 256), (256, 2048, 8192, 32768),
-                  ("none", "batched", "kv-above-limit", "kv-sparse")),
+                  ("none", "batched", "kv-above-limit", "kv-sparse"), steps=8),
+    # The review's two findings in four configs (bs 192's ladder, the kv override above the
+    # limit): the suite's own integration tests, and a first look on a laptop.
+    "tiny": Tier("tests and a first look: 2 block sizes x 1 max_model_len x 2 override sets",
+                 (64, 192), (2048,), ("batched", "kv-above-limit"), steps=4),
     # Sized for a nightly ASV run: every tracked figure is one benchmark process per combination
     # (about 10 ms each), so 360 configs x 8 workloads is minutes, not hours.
     "full": Tier("nightly: 6 block sizes x 5 max_model_len x every override set x 2 max_num_seqs",

@@ -13,6 +13,7 @@ subject is chosen without editing files:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -68,16 +69,41 @@ def skip(benchmark: str, reason: str):
     raise NotImplementedError(reason)
 
 
+#: The names of a case's key (:func:`case_key`), which are the config benchmarks' parameters.
+CASE_KEY_NAMES = ("block_size", "max_model_len", "max_num_seqs", "overrides")
+
+
 def config_params() -> tuple[list, list[str]]:
     t = tier()
     return ([list(t.block_sizes), list(t.max_model_lens), list(t.max_num_seqs),
-             list(t.override_sets)], ["block_size", "max_model_len", "max_num_seqs", "overrides"])
+             list(t.override_sets)], list(CASE_KEY_NAMES))
 
 
 def cases():
     t = tier()
     return expand(EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
                   [(o, override_set(o)) for o in t.override_sets])
+
+
+#: Parameter combinations an in-process run will read (None: all, as under plain ASV).
+_wanted: set[tuple] | None = None
+
+
+@contextlib.contextmanager
+def only(combinations: set[tuple] | None):
+    """While open, ``setup_cache`` computes only ``combinations`` (``spyre-bench run --bench``
+    and ``bisect`` read one series: the rest of the tier is not driven through the builder)."""
+    global _wanted
+    before, _wanted = _wanted, combinations
+    try:
+        yield
+    finally:
+        _wanted = before
+
+
+def wanted(key: tuple) -> bool:
+    """Whether some wanted combination starts with ``key``."""
+    return _wanted is None or any(c[:len(key)] == key for c in _wanted)
 
 
 def case_key(case) -> tuple:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from harness.store.history import load_history, load_identity
+from harness.store.identity import read as read_identity
 
 BENCH = (r"^(exact\.(Config\.track_batched_num_blocks_distinct"
          r"|Workload\.track_iterations_per_layer_mean)\(|kernel\.Decode\.time_layer\('small-4x8'\))")
@@ -38,7 +39,7 @@ def measured(spyre_repo, tmp_path_factory):
     names = ["no-bucketer", "pre-810", "810-topup", "810-clamp"]
     proc = run_cli("run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
                    "--results-dir", str(tmp / "results"), "--machine", "ci-box",
-                   "--device", "cpu", "--bench", BENCH, home=tmp)
+                   "--device", "cpu", "--tier", "tiny", "--bench", BENCH, home=tmp)
     return spyre_repo, names, tmp, proc
 
 
@@ -88,8 +89,11 @@ def test_identity_records_ladders_and_the_summary_is_printed(measured):
     repo, names, tmp, proc = measured
     frame = load_history(tmp / "results")
     row = frame[frame.commit == repo.commits["810-topup"]].iloc[0]
-    ladders = load_identity(row["file"])["ladders"]
-    assert ladders[json.dumps([192, 2048, 32, "batched"])]["batched_num_blocks"] == [2, 3, 6, 11]
+    ladders = {json.dumps(config, sort_keys=True): lad
+               for config, lad in read_identity(row["file"]).ladders_by_config()}
+    key = json.dumps({"block_size": 192, "max_model_len": 2048, "max_num_seqs": 32,
+                      "overrides": "batched"}, sort_keys=True)
+    assert ladders[key]["batched_num_blocks"] == [2, 3, 6, 11]
     assert "run summary" in proc.stdout
     # the closing comparison of first and last target is printed
     assert "(base) →" in proc.stdout
@@ -105,18 +109,18 @@ def test_machine_file_is_written_in_full_and_other_entries_kept(measured):
 
 def test_a_bench_regex_matching_nothing_is_an_error(spyre_repo, tmp_path):
     proc = run_cli("run", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
-                   "--results-dir", str(tmp_path / "r"), "--device", "cpu",
+                   "--results-dir", str(tmp_path / "r"), "--device", "cpu", "--tier", "tiny",
                    "--bench", r"^exact\.Config\.track_kv_buckets$", home=tmp_path, check=False)
     assert proc.returncode == 2 and "do not anchor with $" in proc.stderr
 
 
 def test_smoke_runs_never_write_to_the_history(spyre_repo, tmp_path):
     proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
-                   "--results-dir", "results", "--device", "cpu", "--bench", BENCH,
+                   "--results-dir", "results", "--device", "cpu", "--tier", "tiny", "--bench", BENCH,
                    home=tmp_path, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "never to --results-dir" in proc.stderr
     proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
-                   "--device", "cpu", "--bench", BENCH, "--machine", "smoke-box", home=tmp_path)
+                   "--device", "cpu", "--tier", "tiny", "--bench", BENCH, "--machine", "smoke-box", home=tmp_path)
     from harness.cli.run import HISTORY_DIR
     assert not (HISTORY_DIR / "smoke-box").exists()
 
@@ -125,7 +129,7 @@ def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
     results = tmp_path / "results"
     cmd = [sys.executable, "-m", "harness", "run", "--repo", str(spyre_repo.path),
            spyre_repo.commits["pre-810"], spyre_repo.commits["810-clamp"], "--results-dir",
-           str(results), "--machine", "box", "--device", "cpu", "--bench", BENCH]
+           str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH]
     proc = subprocess.Popen(cmd, env={**os.environ, "HOME": str(tmp_path)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = spyre_repo.commits["pre-810"][:8]
@@ -146,7 +150,7 @@ def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tm
     results = tmp_path / "results"
     names = ["pre-810", "810-clamp"]
     args = ["run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
-            "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--bench", BENCH,
+            "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH,
             "--no-compare"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args],
                             env={**os.environ, "HOME": str(tmp_path)},

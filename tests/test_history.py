@@ -97,12 +97,16 @@ def test_a_commit_is_complete_only_when_its_identity_says_the_run_finished(resul
     assert not load_history(results_dir)["complete"].any()       # killed: no identity at all
     Identity(subject="git:x@a", commit="a" * 40, interrupted=True).write(files[0])
     assert not load_history(results_dir)["complete"].any()       # interrupted
-    Identity(subject="git:x@a", commit="a" * 40, interrupted=False,
-             ladders={json.dumps([192, 2048, 32, "batched"]): {"kv": [192]}}).write(files[0])
+    config = {"block_size": 192, "max_model_len": 2048, "max_num_seqs": 32, "overrides": "batched"}
+    side = Identity(subject="git:x@a", commit="a" * 40, interrupted=False,
+                    ladders=[{"config": config, "ladders": {"kv": [192]}}]).write(files[0])
     frame = load_history(results_dir)
     assert frame[frame.machine == "box"]["complete"].all()
     assert not frame[frame.machine == "other"]["complete"].any()
     back = read(files[0])
-    assert back.complete and back.ladders_by_config() == [
-        ({"block_size": 192, "max_model_len": 2048, "max_num_seqs": 32, "overrides": "batched"},
-         {"kv": [192]})]
+    assert back.complete and back.ladders_by_config() == [(config, {"kv": [192]})]
+    # a sidecar of an earlier version, ladders keyed by position, reads back by name
+    old = json.loads(side.read_text())
+    old["ladders"] = {json.dumps([192, 2048, 32, "batched"]): {"kv": [192]}, "skipped": "x"}
+    side.write_text(json.dumps(old))
+    assert read(files[0]).ladders_by_config() == [(config, {"kv": [192]})]

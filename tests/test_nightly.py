@@ -58,7 +58,7 @@ def history(spyre_repo, tmp_path_factory):
 def nightly_args(repo, results):
     return ["nightly", "--repo", str(repo.path), "--branch", "nightly", "--max-new", "1",
             "--backfill", "3", "--backfill-step", "2", "--results-dir", str(results),
-            "--machine", "spyre-0", "--device", "cpu", "--tier", "quick", "--bench", BENCH]
+            "--machine", "spyre-0", "--device", "cpu", "--tier", "tiny", "--bench", BENCH]
 
 
 @pytest.fixture(scope="module")

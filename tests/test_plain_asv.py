@@ -4,7 +4,8 @@ change, ``asv compare`` and ``asv publish``; and the values plain ASV stores are
 ``spyre-bench run`` (exact tier in process) stores, value for value.
 
 The virtualenv ASV builds is kept in ``.asv/env-test`` (ignored) so reruns share it; only two
-exact benchmarks run (``--bench``), so the cost is the environment build plus seconds.
+exact benchmarks run (``--bench``) over the tiny tier (``SPYRE_BENCH_TIER``, which ASV passes
+through), so the cost is the environment build plus seconds.
 """
 
 import os
@@ -15,6 +16,7 @@ import pytest
 
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
+from harness.suite import TIER_ENV
 
 BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct\("
          r"|Workload\.track_iterations_per_layer_mean\(.*'four-3-block-decodes'\))")
@@ -25,7 +27,7 @@ ENV_DIR = PROJECT_ROOT / ".asv" / "env-test"
 def asv(*args, conf, home, check=True):
     proc = subprocess.run([sys.executable, "-m", "asv", *args, "--config", str(conf)],
                           capture_output=True, text=True, cwd=PROJECT_ROOT,
-                          env={**os.environ, "HOME": str(home)})
+                          env={**os.environ, "HOME": str(home), TIER_ENV: "tiny"})
     if check and proc.returncode:
         raise AssertionError(f"asv {args[0]}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-3000:]}")
@@ -96,8 +98,8 @@ def test_plain_asv_and_spyre_bench_run_store_the_same_values(plain, tmp_path):
     mine = tmp_path / "results"
     proc = subprocess.run([sys.executable, "-m", "harness", "run", "--repo", str(repo.path),
                            *[repo.commits[n] for n in NAMES], "--results-dir", str(mine),
-                           "--machine", "ci-box", "--device", "cpu", "--bench", BENCH,
-                           "--no-compare"], capture_output=True, text=True,
+                           "--machine", "ci-box", "--device", "cpu", "--tier", "tiny",
+                           "--bench", BENCH, "--no-compare"], capture_output=True, text=True,
                           env={**os.environ, "HOME": str(home)})
     assert proc.returncode == 0, proc.stderr
     theirs, ours = _stored(home / "results"), _stored(mine)

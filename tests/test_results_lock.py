@@ -24,7 +24,7 @@ def test_a_second_run_into_the_same_folder_refuses_and_the_first_keeps_everythin
     results = tmp_path / "results"
     commits = [spyre_repo.commits[n] for n in ("pre-810", "810-topup", "810-clamp")]
     first = cli("run", "--repo", str(spyre_repo.path), *commits, "--results-dir", str(results),
-                "--machine", "box", "--device", "cpu", "--bench", BENCH, "--no-compare",
+                "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH, "--no-compare",
                 home=tmp_path)
     deadline = time.monotonic() + 120
     lock = results / LOCK_NAME
@@ -34,7 +34,7 @@ def test_a_second_run_into_the_same_folder_refuses_and_the_first_keeps_everythin
     holder = json.loads(lock.read_text())
     assert holder["pid"] == first.pid
     second = cli("run", "--repo", str(spyre_repo.path), spyre_repo.commits["gen3"],
-                 "--results-dir", str(results), "--machine", "box", "--device", "cpu",
+                 "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny",
                  "--bench", BENCH, home=tmp_path)
     out, err = second.communicate(timeout=120)
     assert first.poll() is None, "the first run must still hold the folder for this test to mean"
@@ -49,7 +49,7 @@ def test_a_second_run_into_the_same_folder_refuses_and_the_first_keeps_everythin
     assert per_commit.nunique() == 1 and per_commit.iloc[0] > 0
     # released: the next writer gets the folder
     third = cli("run", "--repo", str(spyre_repo.path), spyre_repo.commits["gen3"],
-                "--results-dir", str(results), "--machine", "box", "--device", "cpu",
+                "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny",
                 "--bench", BENCH, home=tmp_path)
     assert third.wait(timeout=300) == 0, third.communicate()
 
@@ -58,7 +58,7 @@ def test_a_machine_name_that_is_a_path_is_one_line_exit_2(spyre_repo, tmp_path):
     results = tmp_path / "deep" / "results"
     for machine in ("../../evil", "a/b", ".hidden", ""):
         proc = cli("run", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
-                   "--results-dir", str(results), "--machine", machine, "--device", "cpu",
+                   "--results-dir", str(results), "--machine", machine, "--device", "cpu", "--tier", "tiny",
                    "--bench", BENCH, home=tmp_path)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 2, (machine, err)

@@ -20,6 +20,8 @@ from harness.matrix import Case
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.registry import is_exact, is_timed, lookup, unit_of
 from harness.store.history import load_identity
+from harness.store.identity import config_key
+from harness.store.identity import read as read_identity
 from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
 
@@ -363,18 +365,21 @@ def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
         comparison.add_exact(metric, params, rb["value"], rh["value"])
 
 
+def _stored_ladders(results_file) -> dict[str, tuple[dict, dict]]:
+    identity = read_identity(results_file)
+    pairs = identity.ladders_by_config() if identity else []
+    return {config_key(config): (config, ladders) for config, ladders in pairs}
+
+
 def _compare_stored_ladders(comparison: Comparison, b_rows, h_rows) -> None:
-    lb = load_identity(b_rows.iloc[0]["file"]).get("ladders") or {}
-    lh = load_identity(h_rows.iloc[0]["file"]).get("ladders") or {}
+    lb = _stored_ladders(b_rows.iloc[0]["file"])
+    lh = _stored_ladders(h_rows.iloc[0]["file"])
     for key in sorted(set(lb) & set(lh)):
-        if key == "skipped":
-            continue
-        bs, mml, mns, overrides = json.loads(key)
-        params = {"block_size": bs, "max_model_len": mml, "max_num_seqs": mns,
-                  "overrides": overrides}
+        params, base = lb[key]
+        head = lh[key][1]
         for axis in LADDER_AXES:
-            a, b = lb[key].get(axis), lh[key].get(axis)
-            if a != b and "skipped" not in lb[key] and "skipped" not in lh[key]:
+            a, b = base.get(axis), head.get(axis)
+            if a != b and "skipped" not in base and "skipped" not in head:
                 comparison.ladders.append(LadderChange(params, axis, a, b))
 
 

@@ -191,6 +191,17 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
         found = subject.decode_kernel()
     except HarnessError as exc:
         return {**out, "skipped": f"{subject.spec}: decode kernel not loadable: {exc}"}
+    if found is None and "forward" in subject.capabilities:
+        # Kernels of a convention the harness builds no inputs for: run through the subject's
+        # own builder and forward, as the engine runs them.
+        from harness.measure.forward import measure_forward
+
+        try:
+            workload = spec.build(case.config)
+            workload.check_fits(case.config)
+        except HarnessError as exc:
+            return {**out, "skipped": str(exc)}
+        return {**out, **measure_forward(subject, case, workload, options, progress)}
     if found is None:
         return {**out, "skipped": subject.lacks("decode_kernel_a")
                 or f"{subject.spec} has no batched decode kernel"}

@@ -16,7 +16,8 @@ from pathlib import Path
 from harness import __version__
 from harness.analyze.changepoints import Regression
 from harness.analyze.compare import case_label
-from harness.store.history import load_identity
+from harness.store.identity import config_key
+from harness.store.identity import read as read_identity
 
 #: Which series the page plots by default: the review's config, batched decode on.
 FOCUS = {"block_size": 64, "max_model_len": 2048, "overrides": "batched"}
@@ -92,17 +93,24 @@ def _sum_by_commit(rows) -> dict[str, float]:
 
 def _ladder_table(frame, commits: list[Commit]) -> str:
     files = frame.drop_duplicates("commit").set_index("commit")["file"]
-    ladders = {c.hash: (load_identity(files[c.hash]).get("ladders") or {})
-               for c in commits if c.hash in files}
-    configs = sorted({k for lad in ladders.values() for k in lad if k != "skipped"},
-                     key=lambda k: json.loads(k)[:3] + [str(json.loads(k)[3])])
-    if not configs:
+    ladders, configs = {}, {}
+    for c in commits:
+        identity = read_identity(files[c.hash]) if c.hash in files else None
+        for config, lad in identity.ladders_by_config() if identity else []:
+            ladders.setdefault(c.hash, {})[config_key(config)] = lad
+            configs[config_key(config)] = config
+    order = sorted(configs, key=lambda k: (configs[k]["block_size"], configs[k]["max_model_len"],
+                                           configs[k]["max_num_seqs"],
+                                           str(configs[k]["overrides"])))
+    if not order:
         return "<p>No ladders recorded (they come from spyre-bench run's identity files).</p>"
     head = "".join(f"<th title='{html.escape(c.label)}'>{c.hash[:8]}</th>" for c in commits)
     body = []
-    for key in configs:
-        bs, mml, mns, env = json.loads(key)
-        if env not in ("none", "batched") and len(configs) > 24:
+    for key in order:
+        config = configs[key]
+        bs, mml, mns, env = (config["block_size"], config["max_model_len"],
+                             config["max_num_seqs"], config["overrides"])
+        if env not in ("none", "batched") and len(order) > 24:
             continue
         for axis in LADDER_AXES[:1]:
             cells, prev = [], None

@@ -81,6 +81,20 @@ def selected(entry: dict, regex: str | None) -> list[int] | None:
     return [i for i, n in enumerate(names) if re.search(regex, n)]
 
 
+def _combinations(benchmarks: list, picks: dict[str, list[int] | None], cls) -> set | None:
+    """The parameter combinations of ``cls``'s benchmarks that will be read (None: all)."""
+    wanted: set[tuple] = set()
+    for b in benchmarks:
+        if b._attr_sources[1].__class__ is not cls:
+            continue
+        pick = picks[b.name]
+        if pick is None:
+            return None
+        combos = list(itertools.product(*b._params))
+        wanted.update(combos[i] for i in pick)
+    return wanted
+
+
 def _values(benchmarks: list, picks: dict[str, list[int] | None]) -> dict[str, tuple]:
     """name -> (values, stderr, started_at, duration), running classes the way ASV's runner does."""
     out, tables = {}, {}
@@ -93,7 +107,8 @@ def _values(benchmarks: list, picks: dict[str, list[int] | None]) -> dict[str, t
         instance = cls()
         if cls not in tables:
             try:
-                tables[cls] = (instance.setup_cache(), None)
+                with suite.only(_combinations(benchmarks, picks, cls)):
+                    tables[cls] = (instance.setup_cache(), None)
             except Exception:  # noqa: BLE001  (ASV: the whole class fails)
                 tables[cls] = (None, traceback.format_exc())
         table, failure = tables[cls]

@@ -156,7 +156,7 @@ def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], Non
         raise
 
 
-def ladders_snapshot(spec: str, tier: str) -> dict:
+def ladders_snapshot(spec: str, tier: str) -> list:
     """The subject's ladders for every config of the tier (ASV can only store numbers)."""
     from harness.evaluate import config_figures
     from harness.matrix import tier_cases
@@ -164,11 +164,12 @@ def ladders_snapshot(spec: str, tier: str) -> dict:
     try:
         subject = resolve_subject(spec)
     except HarnessError as exc:
-        return {"skipped": str(exc)}
-    out = {}
+        return [{"skipped": str(exc)}]
+    out = []
     for case in tier_cases(tier):
         fig = config_figures(subject, case)
-        out[json.dumps(suite.case_key(case))] = fig.get("ladders") or {"skipped": fig["skipped"]}
+        out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
+                    "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
     return out
 
 

@@ -34,19 +34,18 @@ class Identity:
     bench: str | None = None
     #: Runner groups that finished: a rerun of the same selection measures only the others.
     groups_done: list = field(default_factory=list)
-    #: Ladders per config, keyed by ``json.dumps([block_size, max_model_len, max_num_seqs,
-    #: overrides])`` (the order of ``harness.suite.case_key``).
-    ladders: dict = field(default_factory=dict)
+    #: Ladders per config: ``{"config": {"block_size": .., "max_model_len": .., "max_num_seqs":
+    #: .., "overrides": ..}, "ladders": {axis: [..]} or {"skipped": reason}}`` per config, or one
+    #: ``{"skipped": reason}`` when the subject could not be loaded at all.
+    ladders: list = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
         return self.interrupted is False
 
     def ladders_by_config(self) -> list[tuple[dict, dict]]:
-        """(config by name, ladders) pairs: the stored keys read back with their names."""
-        names = ("block_size", "max_model_len", "max_num_seqs", "overrides")
-        return [(dict(zip(names, json.loads(k))), v) for k, v in self.ladders.items()
-                if k != "skipped"]
+        """(config by name, ladders) pairs, in the order they were written."""
+        return [(e["config"], e["ladders"]) for e in self.ladders if "config" in e]
 
     def write(self, results_file: Path) -> Path:
         side = sidecar(results_file)
@@ -59,7 +58,29 @@ class Identity:
     @classmethod
     def from_dict(cls, data: dict) -> Identity:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("ladders"), dict):
+            values["ladders"] = _positional_ladders(values["ladders"])
+        return cls(**values)
+
+
+#: The order configs were keyed in by sidecars written before ladders were stored by name.
+_POSITIONAL_CONFIG = ("block_size", "max_model_len", "max_num_seqs", "overrides")
+
+
+def _positional_ladders(old: dict) -> list:
+    """Sidecars of earlier versions keyed ladders by ``json.dumps([bs, mml, mns, overrides])``."""
+    out = [{"skipped": old["skipped"]}] if "skipped" in old else []
+    for key, ladders in old.items():
+        if key != "skipped":
+            out.append({"config": dict(zip(_POSITIONAL_CONFIG, json.loads(key))),
+                        "ladders": ladders})
+    return out
+
+
+def config_key(config: dict) -> str:
+    """A config of a ladders entry as a stable string, to pair entries across files."""
+    return json.dumps(config, sort_keys=True)
 
 
 def sidecar(results_file: str | Path) -> Path:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import random
 import sys
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -43,6 +43,14 @@ CONVERT_MODULE = "spyre_inference.custom_ops.utils"
 
 class NotDrivable(CapabilityMissing):
     """The subject's builder or impl cannot be driven: the figures it decides are skips."""
+
+
+class KernelRaised(Exception):
+    """A subject's kernel, really called, raised: a wrong kernel, not a skip."""
+
+    def __init__(self, kernel: str, exc: BaseException):
+        super().__init__(f"{kernel} raised {type(exc).__name__}: {exc}")
+        self.kernel, self.exc = kernel, exc
 
 
 # -- kernels: recorded, placeholder or run ------------------------------------------------------
@@ -78,7 +86,10 @@ class KernelProxy:
         bound.apply_defaults()
         self.calls.append(KernelCall(self.fn.__name__, dict(bound.arguments)))
         if self.mode == "run":
-            return self.target(*args, **kwargs)
+            try:
+                return self.target(*args, **kwargs)
+            except Exception as exc:
+                raise KernelRaised(self.fn.__name__, exc) from exc
         out = bound.arguments.get("out")
         if out is not None:
             return out
@@ -119,10 +130,16 @@ class Transfer:
 
 
 class TransferLog:
-    """Wraps the subject's ``convert``: every call is one host-to-device transfer."""
+    """Wraps the subject's ``convert``: every call is one host-to-device transfer.
+
+    ``copy`` False (recording exact figures on the host): the call is counted and the host tensor
+    handed back (cast when a ``dtype`` is asked for) without the subject's copy, whose only
+    effect there is time; a long prefill's mask is hundreds of MB. Measurement runs copy.
+    """
 
     def __init__(self, convert):
         self.convert = convert
+        self.copy = True
         self.log: list[Transfer] = []
         self.names: dict[int, str] = {}
 
@@ -130,7 +147,10 @@ class TransferLog:
         self.log.append(Transfer(self.names.get(id(tensor), "other"), tuple(tensor.shape),
                                  str(tensor.dtype).replace("torch.", ""),
                                  tensor.numel() * tensor.element_size()))
-        return self.convert(tensor, *args, **kwargs)
+        if self.copy:
+            return self.convert(tensor, *args, **kwargs)
+        dtype = kwargs.get("dtype")
+        return tensor if dtype is None or dtype == tensor.dtype else tensor.to(dtype)
 
     def name_fields(self, metadata) -> None:
         """Name tensors after the metadata attribute (or dict key) that holds them."""
@@ -238,6 +258,11 @@ def loop_iterations(call: KernelCall) -> int:
                       "num_chunks, chunk_page_ids or num_blocks argument)")
 
 
+def step_seed(step) -> int:
+    """A page-layout seed that depends only on the step's (seq_len, query_len) pairs."""
+    return zlib.crc32(repr([(s.seq_len, s.query_len) for s in step]).encode())
+
+
 def blocks_per_step(call: KernelCall) -> int:
     bpc = call.args.get("blocks_per_chunk")
     return loop_iterations(call) * (bpc if isinstance(bpc, int) else 1)
@@ -343,7 +368,8 @@ class BuilderSession:
     # -- one step ------------------------------------------------------------------------------
 
     def common_metadata(self, step, seed: int = 0):
-        """vLLM's CommonAttentionMetadata for ``step``: decodes first, pages scattered."""
+        """vLLM's CommonAttentionMetadata for ``step``: decodes first, pages scattered (a seeded
+        permutation of pages 1.., page 0 being vLLM's null block)."""
         import torch
 
         bs = self.config.block_size
@@ -355,25 +381,25 @@ class BuilderSession:
             starts.append(starts[-1] + q)
         blocks = [ceil_div(x, bs) for x in seq_lens]
         width = max(ceil_div(self.config.max_model_len, bs), max(blocks))
-        pages = list(range(1, sum(blocks) + 1))  # page 0 is vLLM's null block
-        random.Random(seed).shuffle(pages)
+        total = sum(blocks)
+        pages = torch.randperm(total, generator=torch.Generator().manual_seed(seed)).to(
+            torch.int32) + 1
         table = torch.zeros(n, width, dtype=torch.int32)
-        slots = []
-        it = iter(pages)
+        slots, used = [], 0
         for s in range(n):
-            row = [next(it) for _ in range(blocks[s])]
-            table[s, :blocks[s]] = torch.tensor(row, dtype=torch.int32)
-            for t in range(seq_lens[s] - query_lens[s], seq_lens[s]):
-                slots.append(row[t // bs] * bs + t % bs)
+            row = pages[used:used + blocks[s]]
+            used += blocks[s]
+            table[s, :blocks[s]] = row
+            tokens = torch.arange(seq_lens[s] - query_lens[s], seq_lens[s])
+            slots.append(row[tokens // bs].to(torch.int64) * bs + tokens % bs)
         qsl = torch.tensor(starts, dtype=torch.int32)
         lens = torch.tensor(seq_lens, dtype=torch.int32)
         cam = sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata
         return cam(query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens,
                    seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
                    max_query_len=max(query_lens), max_seq_len=max(seq_lens),
-                   block_table_tensor=table,
-                   slot_mapping=torch.tensor(slots, dtype=torch.int64), causal=True,
-                   is_prefilling=torch.tensor([q > 1 for q in query_lens])), sum(blocks) + 1
+                   block_table_tensor=table, slot_mapping=torch.cat(slots), causal=True,
+                   is_prefilling=torch.tensor([q > 1 for q in query_lens])), total + 1
 
     def build(self, step, seed: int = 0):
         cm, pages = self.common_metadata(step, seed)
@@ -419,8 +445,14 @@ class BuilderSession:
         query = torch.zeros((), dtype=dtype).expand(tokens, c.num_heads, c.head_size)
         return query, (cache, cache), torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
 
-    def record_step(self, step, seed: int = 0):
-        """Build and forward one step with recorded kernels: the exact figures of that step."""
+    def record_step(self, step, seed: int | None = None):
+        """Build and forward one step with recorded kernels: the exact figures of that step.
+
+        The page layout is seeded from the step itself (``seed`` None), so the same step always
+        gets the same inputs and its figures can be reused (:mod:`harness.subjects.memo`)."""
+        if seed is None:
+            seed = step_seed(step)
+        self.transfers.copy = False
         from harness.model.cost import StepCost
         from harness.model.dispatch import CompileKey, Dispatch
 
@@ -480,3 +512,75 @@ class BuilderSession:
         if isinstance(minimum, int) and decodes < minimum:
             return f"{decodes} decode(s) < minimum {minimum}"
         return f"builder declined the batched path ({decodes} leading decodes)"
+
+
+# -- live forwards (measurement) -----------------------------------------------------------------
+
+@dataclass
+class LiveStep:
+    """One step's real inputs for the subject's forward: its own builder's metadata, a K/V cache
+    filled through its own ``do_kv_cache_update``, and each sequence's dense K/V for the oracle."""
+
+    step: tuple
+    metadata: object
+    query: object
+    kv_cache: tuple
+    output: object
+    keys: list  # per sequence [seq_len, KV, D]
+    values: list
+
+
+def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
+    """Build ``step`` through the subject and make its inputs on ``device`` (random, seeded)."""
+    import torch
+
+    c = session.config
+    dtype = getattr(torch, c.dtype)
+    metadata, cm, pages = session.build(step, step_seed(step))
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
+
+    shape = session.kv_cache_shape(pages)
+    cache = (torch.zeros(shape, dtype=dtype, device=device),
+             torch.zeros(shape, dtype=dtype, device=device))
+    keys = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
+    values = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
+    bs = c.block_size
+    slots = []
+    for i, s in enumerate(step):
+        t = torch.arange(s.seq_len)
+        slots.append(cm.block_table_tensor[i, t // bs].to(torch.int64) * bs + t % bs)
+    update = getattr(session.impl, "do_kv_cache_update", None)
+    if update is None:
+        raise NotDrivable(f"{session.origin}: {IMPL_CLASS} has no do_kv_cache_update(), through "
+                          "which spyre-bench fills the K/V cache in the subject's own layout")
+    try:
+        update(None, torch.cat(keys).to(device), torch.cat(values).to(device), cache,
+               torch.cat(slots).to(device))
+    except Exception as exc:
+        raise NotDrivable(f"{session.origin}: {IMPL_CLASS}.do_kv_cache_update() raised: "
+                          f"{type(exc).__name__}: {exc}{where(exc, session.tree)}") from None
+    tokens = sum(s.query_len for s in step)
+    query = rand(tokens, c.num_heads, c.head_size).to(device)
+    output = torch.zeros(tokens, c.num_heads, c.head_size, dtype=dtype, device=device)
+    return LiveStep(tuple(step), metadata, query, cache, output, keys, values)
+
+
+def run_forward(session: BuilderSession, live: LiveStep):
+    """One layer of the subject's forward on ``live`` with its kernels really called (the device
+    mirror is made by the first call and reused after, as for every later layer of a step)."""
+    session.transfers.copy = True
+    for p in session.proxies:
+        p.mode = "run"
+        p.calls.clear()
+    try:
+        session.impl.forward(None, live.query, live.query, live.query, live.kv_cache,
+                             live.metadata, live.output)
+    except (NotDrivable, KernelRaised):
+        raise
+    except Exception as exc:
+        raise NotDrivable(f"{session.origin}: {IMPL_CLASS}.forward() raised: "
+                          f"{type(exc).__name__}: {exc}{where(exc, session.tree)}") from None
+    return live.output

@@ -81,6 +81,7 @@ class SourceTree:
                      for i in range(1, p.count("/") + 1)}
         self._code: dict[str, types.CodeType] = {}
         self._parsed: dict[str, ModuleSource] = {}
+        self._digest: str | None = None
 
     @classmethod
     def from_dir(cls, root: Path) -> SourceTree:
@@ -114,10 +115,13 @@ class SourceTree:
         return self._parsed[rel]
 
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for rel in sorted(self.files):
-            h.update(rel.encode() + b"\0" + self.files[rel] + b"\0")
-        return h.hexdigest()
+        """The content of the snapshot (paths and bytes): what every figure depends on."""
+        if self._digest is None:
+            h = hashlib.sha256()
+            for rel in sorted(self.files):
+                h.update(rel.encode() + b"\0" + self.files[rel] + b"\0")
+            self._digest = h.hexdigest()
+        return self._digest
 
     def line(self, filename: str, lineno: int | None) -> str:
         """A source line of one of the tree's files, for error messages."""

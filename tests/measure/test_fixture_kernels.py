@@ -47,13 +47,23 @@ def test_fixture_commit_graphs_equal_model_keys(spyre_repo, generation, override
 
 
 @pytest.mark.parametrize("generation", ["gen3", "gen4"])
-def test_a_kernel_of_the_real_generation_b_convention_is_a_skip_saying_why(spyre_repo,
-                                                                          generation):
+def test_a_kernel_of_the_real_generation_b_convention_runs_through_its_forward(spyre_repo,
+                                                                              generation):
     subject = resolve_subject(spyre_repo.spec(generation))
     assert subject.decode_kernel() is None
-    row = measure_workload(subject, Case(SMALL, BATCHED, "b"), WorkloadSpec("bimodal"),
+    assert "run through its SpyreAttentionImpl.forward()" in subject.lacks("decode_kernel_b")
+    spec = WorkloadSpec("bimodal", mix="bimodal", steps=4)
+    row = measure_workload(subject, Case(SMALL, BATCHED, "b"), spec,
                            KernelOptions(select("cpu"), time=False))
-    assert "run only through its SpyreAttentionImpl.forward()" in row["skipped"]
+    assert row["generation"] == "forward" and "skipped" not in row and "wrong" not in row
+    graphs = row["graphs"]
+    (cost,) = subject.workload_costs(SMALL, BATCHED, [spec.build(SMALL)])
+    keys = {k for step in cost.steps for k in step.keys}
+    # dynamic=False guards on every tensor shape: the query's row count (the step's tokens,
+    # unpadded) is one more axis than the builder's keys, so steps of one key can compile apart
+    assert graphs["graphs"] >= len(keys) and set(graphs["graphs_by_kernel"]) <= {
+        "batched_decode_kernel", "_page_attn_kernel"}
+    assert graphs["checked_calls"] == 4 and graphs["fallbacks"] == 0
 
 
 def test_a_commit_without_a_bucketer_is_a_skip(spyre_repo):

@@ -1,0 +1,199 @@
+"""A subject's own forward, timed on its own builder's metadata, every output checked.
+
+For a commit whose kernels follow a convention the harness builds no inputs for (generation B
+and C, head-major and jagged kernels, whatever comes next), the kernels run exactly as the
+engine runs them: the commit's ``SpyreAttentionMetadataBuilder.build()`` makes the step's
+metadata, its ``do_kv_cache_update()`` fills the K/V cache in its own layout, and its
+``SpyreAttentionImpl.forward()`` calls its kernels with its own arguments. The oracle (float64
+softmax over each sequence's dense K/V, kept by the harness) checks every output row; the time
+is one layer's after the first (the first layer of a step pays for the device mirror).
+Compiled graphs are counted per kernel, each compiled by the harness as the subject compiles
+it (``dynamic=False``), under the subject's own Dynamo settings, over every step of the
+workload, next to the distinct compile keys its builder produced. ``dynamic=False`` guards on
+every tensor shape, the query's too: the harness hands forward exactly the step's tokens
+(unpadded), so more graphs than keys means the kernel also specialises on the token count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch._dynamo
+
+from harness.errors import HarnessError
+from harness.matrix import Case
+from harness.measure.oracle import KernelMismatch, TOLERANCES, attention, compare
+from harness.measure.timing import measure
+from harness.subjects.builder import KernelRaised, live_step, run_forward
+from harness.workloads import Workload
+
+
+def check_output(live, output, scale: float, dtype) -> float:
+    """Every real row against the oracle; the largest absolute error, or KernelMismatch."""
+    worst, start = 0.0, 0
+    out = output.to("cpu", torch.float64)
+    query = live.query.to("cpu", torch.float64)
+    for i, s in enumerate(live.step):
+        rows = slice(start, start + s.query_len)
+        start += s.query_len
+        positions = torch.arange(s.seq_len - s.query_len, s.seq_len)
+        expected = attention(query[rows], live.keys[i].double(), live.values[i].double(),
+                             positions, scale, 0.0)
+        result = compare(out[rows], expected, dtype, TOLERANCES[dtype])
+        if not result.ok:
+            raise KernelMismatch(
+                f"sequence {i} (seq_len {s.seq_len}, query_len {s.query_len}): forward output "
+                f"differs from the oracle: max abs error {result.max_abs_error:.3g} (allowed "
+                f"{result.atol:g} + {result.rtol:g}*|ref|, worst element at "
+                f"{result.worst_ratio:.3g}x its allowance)")
+        worst = max(worst, result.max_abs_error)
+    return worst
+
+
+def _shapes(costs) -> dict[tuple, list[int]]:
+    from harness.measure.runner import shape_of
+
+    shapes: dict[tuple, list[int]] = {}
+    for i, step in enumerate(costs.steps):
+        shapes.setdefault(shape_of(step.keys), []).append(i)
+    return dict(sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[1][0])))
+
+
+@contextlib.contextmanager
+def _settings(settings: dict, recompile_limit: int | None):
+    """The subject's Dynamo settings, then ``--recompile-limit`` over them; yields the limit."""
+    with torch._dynamo.config.patch(**settings):
+        limit = (recompile_limit if recompile_limit is not None
+                 else torch._dynamo.config.recompile_limit)
+        with torch._dynamo.config.patch(recompile_limit=limit):
+            yield limit
+
+
+def count_forward_graphs(session, subject, workload: Workload, costs, options) -> dict:
+    """Graphs per kernel over every step's forward, compiled as the subject compiles them."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counters = {}
+    for proxy in session.proxies:
+        counters[proxy.fn.__name__] = counter = CompileCounterWithBackend(options.backend)
+        proxy.target = torch.compile(proxy.fn, backend=counter, dynamic=False)
+    keys = {k for step in costs.steps for k in step.keys}
+    c = session.config
+    errors = []
+    try:
+        with _settings(subject.compile_settings(), options.recompile_limit) as limit:
+            for i, step in enumerate(workload.steps):
+                live = live_step(session, step, options.device.torch_device,
+                                 options.seed + i)
+                errors.append(check_output(live, run_forward(session, live),
+                                           c.head_size ** -0.5, getattr(torch, c.dtype)))
+    finally:
+        for proxy in session.proxies:
+            proxy.target = proxy.fn
+        torch._dynamo.reset()
+    by_kernel = {name: c.frame_count for name, c in counters.items() if c.frame_count}
+    graphs = sum(by_kernel.values())
+    at_limit = [name for name, n in by_kernel.items() if n >= limit]
+    missing = max(0, len(keys) - graphs)
+    fallbacks = missing if at_limit else 0
+    verdict = []
+    if fallbacks:
+        verdict.append(f"{fallbacks} fall-backs")
+    if graphs != len(keys):
+        verdict.append(f"{graphs} graphs for {len(keys)} keys")
+    return {
+        "backend": options.backend, "recompile_limit": limit, "through": "forward",
+        "compile_settings": {k: repr(v) for k, v in subject.compile_settings().items()},
+        "recorded_warmup": False, "steps": len(workload.steps), "graphs": graphs,
+        "graphs_warmup": 0, "graphs_workload": graphs, "graphs_by_kernel": by_kernel,
+        "unique_graphs": graphs, "expected_graphs": len(keys), "model_keys": len(keys),
+        "model_late": len(keys), "warmup_variants": 0, "late_compiles": graphs,
+        "expected_late": len(keys), "late_compile_keys": [], "fallbacks": fallbacks,
+        "fallback_keys": [], "uncompiled_keys": [], "recompile_limit_hit": bool(at_limit),
+        "matches_model": graphs == len(keys) and not fallbacks,
+        "verdict": "NO: " + ", ".join(verdict) if verdict else "yes",
+        # compile seconds are not split per variant through forward()
+        "compile_seconds": {}, "compile_seconds_total": 0.0, "compile_seconds_mean": None,
+        "compile_seconds_max": None, "checked_calls": len(errors),
+        "max_abs_error": max(errors, default=0.0), "inductor_cache": None,
+    }
+
+
+def time_forward(session, workload: Workload, costs, options, progress) -> dict:
+    """Each step shape (most frequent first, up to ``max_shapes``): one representative step
+    checked, then timed."""
+    from harness.measure.runner import _label
+
+    c = session.config
+    dtype = getattr(torch, c.dtype)
+    scale = c.head_size ** -0.5
+    shapes = _shapes(costs)
+    timed = list(shapes)[:options.max_shapes]
+    options.device.prepare(options.threads)
+    rows, times = [], {}
+    for shape in timed:
+        first = shapes[shape][0]
+        step, cost = workload.steps[first], costs.steps[first]
+        progress(f"{workload.name}: {_label(shape)} (forward)")
+        live = live_step(session, step, options.device.torch_device, options.seed + first)
+        errors = []
+        samples = measure(options.device, lambda: run_forward(session, live),
+                          repeat=options.repeat, warmup=options.warmup, number=options.number,
+                          min_sample_s=options.min_sample_s,
+                          check=lambda out: errors.append(check_output(live, out, scale,
+                                                                       dtype)))
+        s = samples.summary(options.unstable_threshold)
+        tokens = cost.decode_tokens
+        per_step = s.median * c.num_layers
+        kv = 2 * cost.padded_kv_slots * c.num_kv_heads * c.head_size * c.dtype_bytes
+        rows.append({
+            "shape": _label(shape), "path": cost.dispatch.path, "through": "forward",
+            "keys": [str(k) for k in cost.keys], "steps": len(shapes[shape]),
+            "step_index": first, "launches": cost.launches_per_layer,
+            "iterations_per_layer": cost.iterations_per_layer, "decode_tokens": tokens,
+            "seq_lens": [q.seq_len for q in step], "h2d_bytes": cost.h2d_bytes, "kv_bytes": kv,
+            "samples_us": list(samples.us_per_call), "number": samples.number,
+            "first_call_s": samples.first_call_s, "stats": s.as_dict(),
+            "host_others_cores": samples.others_cores, "us_per_layer": s.median,
+            "us_per_call": s.median / max(1, cost.launches_per_layer),
+            "us_per_token": s.median / tokens if tokens else None, "us_per_step": per_step,
+            "tokens_per_s": tokens / (per_step * 1e-6) if tokens else None,
+            "kv_gb_per_s": kv / (s.median * 1e-6) / 1e9, "max_abs_error": max(errors),
+            "warnings": list(s.warnings)})
+        times[shape] = s.median
+    covered = [i for sh in timed for i in shapes[sh]]
+    tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
+    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed)
+    return {
+        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed),
+        "steps": len(workload.steps), "steps_timed": len(covered), "decode_tokens": tokens,
+        "workload_us_per_token": layer_us / tokens if tokens else None,
+        "workload_tokens_per_s": (tokens / (layer_us * c.num_layers * 1e-6)
+                                  if tokens and layer_us else None),
+    }
+
+
+def measure_forward(subject, case: Case, workload: Workload, options, progress) -> dict:
+    """Graphs and timings of ``subject``'s own forward for one case and workload; a wrong
+    output is ``wrong`` (nothing of it timed), what cannot be driven ``skipped``."""
+    out: dict = {"generation": "forward"}
+    try:
+        (costs,) = subject.workload_costs(case.config, case.overrides, [workload])
+        if isinstance(costs, HarnessError):
+            raise costs
+        with subject.builder_session(case.config, case.overrides) as session:
+            if options.graphs:
+                progress(f"{workload.name}: compiled graphs (forward)")
+                out["graphs"] = count_forward_graphs(session, subject, workload, costs,
+                                                     options)
+            if options.time:
+                out["timing"] = time_forward(session, workload, costs, options, progress)
+    except KernelMismatch as exc:
+        return {"generation": "forward", "wrong": str(exc)}
+    except KernelRaised as exc:
+        return {"generation": "forward", "wrong": f"the kernel {exc}"[:500]}
+    except HarnessError as exc:
+        return {"generation": "forward", "skipped": str(exc)}
+    return out
