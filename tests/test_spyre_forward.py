@@ -56,3 +56,23 @@ def test_a_planted_wrong_kernel_is_wrong_with_exit_1(spyre_repo):
     proc, (row,) = kernel(spyre_repo.spec(bad), "--step", "150,150,150,150")
     assert proc.returncode == 1, proc.stderr
     assert "differs from the oracle" in row["wrong"] and "timing" not in row
+
+
+def test_the_asv_kernel_probes_run_a_generation_3_commit_through_its_forward(spyre_repo):
+    from harness.measure import probes
+    from harness.measure.device import select
+    from harness.measure.oracle import KernelMismatch
+    from harness.subjects import resolve_subject
+
+    small = probes.QUICK[0]
+    prepared = probes.prepare(small, resolve_subject(spyre_repo.spec("gen3")), select("cpu"))
+    try:
+        prepared.check()  # checked once when prepared, and again here on a fresh run
+        assert prepared.live.metadata.padded_num_seqs == 4
+    finally:
+        prepared.close()
+    bad = spyre_repo.edit(OPS_KERNEL, "result = result.to(query.dtype)",
+                          "result = (result + 1).to(query.dtype)",
+                          parent="gen3", message="planted: output shifted")
+    with pytest.raises(KernelMismatch):
+        probes.prepare(small, resolve_subject(spyre_repo.spec(bad)), select("cpu"))

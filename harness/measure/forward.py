@@ -197,3 +197,51 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
     except HarnessError as exc:
         return {"generation": "forward", "skipped": str(exc)}
     return out
+
+
+class PreparedForward:
+    """A probe's step through the subject's forward (the ASV kernel benchmarks' input), its
+    output checked once; ``close()`` ends the subject's load."""
+
+    def __init__(self, subject, config, overrides, step, device, seed: int = 0):
+        self.device = device
+        self._open = subject.builder_session(config, overrides)
+        self.session = self._open.__enter__()
+        try:
+            self.live = live_step(self.session, step, device.torch_device, seed)
+            self.scale, self.dtype = config.head_size ** -0.5, getattr(torch, config.dtype)
+            self.check()
+        except BaseException:
+            self.close()
+            raise
+
+    def run_layer(self):
+        out = run_forward(self.session, self.live)
+        self.device.synchronize()
+        return out
+
+    def check(self, outputs=None) -> None:
+        try:
+            check_output(self.live, outputs if outputs is not None else self.run_layer(),
+                         self.scale, self.dtype)
+        except KernelRaised as exc:
+            raise KernelMismatch(f"the kernel {exc}") from None
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+            self._open = None
+
+
+def graph_counts(subject, case: Case, workload: Workload, device,
+                 recompile_limit: int | None) -> dict:
+    """count_forward_graphs for one case, opening and closing the subject's load."""
+    from types import SimpleNamespace
+
+    (costs,) = subject.workload_costs(case.config, case.overrides, [workload])
+    if isinstance(costs, HarnessError):
+        raise costs
+    options = SimpleNamespace(backend="eager", recompile_limit=recompile_limit, device=device,
+                              seed=0)
+    with subject.builder_session(case.config, case.overrides) as session:
+        return count_forward_graphs(session, subject, workload, costs, options)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from harness.config import EngineConfig, Overrides
+from harness.config import BATCHED_DECODE, EngineConfig, Overrides
 from harness.errors import HarnessError
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.kernels import attend_sequence
@@ -26,7 +26,7 @@ NOTES = dict(block_size=128, max_model_len=2048, num_kv_heads=8, queries_per_kv=
              head_size=128, num_layers=40)
 #: The #810 review's example: block_size 64, max_model_len 2048.
 REVIEW = dict(NOTES, block_size=64)
-ON = {"SPYRE_BATCHED_DECODE": "1"}
+ON = {BATCHED_DECODE: "1"}
 KV_ABOVE = {**ON, "SPYRE_ATTN_KV_BUCKETS": "128,8192"}
 
 
@@ -54,7 +54,7 @@ FULL = QUICK + (
     Probe("review-4x3", REVIEW, "150,150,150,150"),
     Probe("notes-16x16", dict(NOTES, max_num_seqs=16), ",".join(["2048"] * 16)),
 )
-TIERS = {"quick": QUICK, "full": FULL}
+TIERS = {"quick": QUICK, "full": FULL, "tiny": (QUICK[0], QUICK[3])}
 
 
 class ProbeSkipped(HarnessError):
@@ -85,6 +85,8 @@ class Prepared:
 def prepare(probe: Probe, subject: Subject, device) -> Prepared:
     """Build the probe's inputs for ``subject`` and check its kernel once (KernelMismatch)."""
     found = subject.decode_kernel()
+    if found is None and "forward" in subject.capabilities:
+        return _prepare_forward(probe, subject, device)
     if found is None:
         raise ProbeSkipped(subject.lacks("decode_kernel_a") or
                            f"{subject.spec} has no batched decode kernel")
@@ -99,3 +101,16 @@ def prepare(probe: Probe, subject: Subject, device) -> Prepared:
     prepared = Prepared(probe, bucketing, ws.step(bucketing, step), kernel, generation, device)
     prepared.check()
     return prepared
+
+
+def _prepare_forward(probe: Probe, subject: Subject, device):
+    """The probe through the subject's own builder and forward (kernels of any convention); the
+    per-sequence baseline is the same batch with batched decode off."""
+    from harness.measure.forward import PreparedForward
+
+    env = dict(probe.env)
+    if probe.per_sequence:
+        env.pop(BATCHED_DECODE, None)
+    return PreparedForward(subject, probe.engine_config(), Overrides.from_env(env),
+                           parse_step(probe.step, probe.name), device)
+
