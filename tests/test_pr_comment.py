@@ -17,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness.analyze.compare import add_timings, as_document, compare_subjects
-from harness.matrix import tier_cases
+from harness.matrix import TIERS, tier_cases
 from harness.measure.compare import check_kernels
 from harness.publish.body import GITHUB_BODY_LIMIT
 from harness.report.comparison import FAIL_ON, exit_code
@@ -40,7 +40,9 @@ def plant_wrong_kernel(repo, parent="810-clamp") -> str:
 
 def document(repo, base, head, cases=None, workloads=None, oracle=False) -> dict:
     b, h = resolve_subject(repo.spec(base)), resolve_subject(repo.spec(head))
-    c = compare_subjects(b, h, cases or tier_cases("quick"), specs(workloads))
+    # what the PR workflow runs: `compare --tier quick` (the tier's cases and steps)
+    c = compare_subjects(b, h, cases or tier_cases("quick"),
+                         specs(workloads, steps=TIERS["quick"].steps))
     if oracle:
         check_kernels(c, b, h, device="cpu")
     doc = as_document(c)
