@@ -22,6 +22,7 @@ import torch
 from harness.config import EngineConfig
 from harness.errors import HarnessError
 from harness.ladders import ceil_div, stick_padded
+from harness.measure.settings import DEFAULT_MAX_CACHE_BYTES
 from harness.model.dispatch import CompileKey, Dispatch, attn_key, batched_key, dispatch
 from harness.subjects.base import Bucketing
 from harness.workloads import Step
@@ -29,8 +30,6 @@ from harness.workloads import Step
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 #: Generation B's mask is fp16 whatever the model dtype (notes, section 3).
 CHUNKED_MASK_DTYPE = torch.float16
-#: Refuse workspaces above this many bytes of K/V cache unless told otherwise.
-DEFAULT_MAX_CACHE_BYTES = 8 << 30
 
 
 class InputError(HarnessError):
