@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness import __version__
-from harness.config import EngineConfig, Overrides
+from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import SubjectError
 from harness.ladders import (
     blocks_ladder, ceil_div, chunking, default_query_ladder, is_power_of_two, powers_of_two,
@@ -23,8 +23,6 @@ from harness.ladders import (
 )
 from harness.errors import HarnessError
 from harness.subjects.base import Bucketing, Subject
-
-MIN_BATCHED_SEQS = 4
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.config import EngineConfig, Overrides
+from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
 from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
@@ -58,8 +58,6 @@ from harness.subjects.loader import (
 BUCKETER_CLASS = "SpyreAttnBucketer"
 PLATFORM_MODULE = "spyre_inference.platform"
 PLATFORM_FILE = "spyre_inference/platform.py"
-#: The metadata builder's batching minimum when the bucketer does not say (notes, section 2).
-MIN_BATCHED_SEQS = 4
 #: Field names a variant record may use, tried in order (then position 0 and 1).
 BLOCKS_FIELDS = ("num_blocks", "b_blocks", "blocks")
 QUERY_FIELDS = ("query_len", "query_bucket", "padded_query_len", "query")
@@ -128,7 +126,7 @@ class SpyreInferenceSubject(Subject):
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
         self._kernel: tuple | None = None
         self._compile_settings: dict | None = None
-        self._min_batched = MIN_BATCHED_SEQS
+        self._min_batched = MIN_BATCHED_SEQS  # until the bucketer says otherwise
         import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
 
         with bounded(f"{self.origin}: loading"):
