@@ -16,11 +16,11 @@ from statistics import median
 import numpy as np
 from scipy import stats
 
+from harness.measure.settings import UNSTABLE_SPREAD
+
 DEFAULT_FACTOR = 1.25
 DEFAULT_ALPHA = 0.01
 MIN_SAMPLES = 5
-#: Relative spread (IQR / median) above which a series is called unstable, as pyperf warns.
-UNSTABLE_SPREAD = 0.25
 
 
 @dataclass(frozen=True)
