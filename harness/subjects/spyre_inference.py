@@ -43,6 +43,7 @@ from pathlib import Path
 
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
+from harness.generations import Generation
 from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
@@ -231,13 +232,13 @@ class SpyreInferenceSubject(Subject):
                 defs.sort(key=lambda k: "batched_decode" not in k.name)
                 found += [(rel, k) for k in defs]
         have = {k.generation for _, k in found}
-        for gen in "AB":
+        for gen in Generation:
             if gen not in have:
                 self._missing[f"decode_kernel_{gen.lower()}"] = (
                     f"no function with the generation-{gen} kernel signature in "
                     f"{OPS_KERNEL_FILE} or {BACKEND_FILE}")
         # The chunked bucketer dispatches the chunked kernel: prefer the generation it implies.
-        prefer = "B" if "chunking" in caps else "A"
+        prefer = Generation.B if "chunking" in caps else Generation.A
         found.sort(key=lambda f: f[1].generation != prefer)
         self._kernel_def = found[0] if found else None
         caps = {f"decode_kernel_{g.lower()}" for g in have}
@@ -423,7 +424,7 @@ class SpyreInferenceSubject(Subject):
     # -- the kernel -------------------------------------------------------------------------
 
     def decode_kernel(self):
-        """``(function, "A" | "B")``, undecorated (the caller compiles it), or None.
+        """``(function, Generation)``, undecorated (the caller compiles it), or None.
 
         Generation A is compiled from its own source in ``backends/spyre_attn.py`` with only the
         top-level helpers, constants and torch/stdlib imports it uses, so none of that module's
