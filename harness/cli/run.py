@@ -7,10 +7,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.report.tables import console, table
-from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
 from harness.runner.machine import default_machine_name
 from harness.runner.reference_repo import ORDER
 
