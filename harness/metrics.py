@@ -76,6 +76,11 @@ def format_value(value, unit: str) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def ladder_text(ladder) -> str:
+    """``[64,128,192]``, or ``(none)`` for a missing ladder: the one way ladders are shown."""
+    return "(none)" if ladder is None else "[" + ",".join(map(str, ladder)) + "]"
+
+
 def format_seconds(s: float) -> str:
     for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(s) >= size:

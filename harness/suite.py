@@ -20,8 +20,7 @@ import os
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.matrix import TIERS, Tier, expand, override_set
-from harness.config import EngineConfig
+from harness.matrix import TIERS, Tier, tier_cases
 
 SUBJECT_ENV = "SPYRE_BENCH_SUBJECT"
 TIER_ENV = "SPYRE_BENCH_TIER"
@@ -80,9 +79,8 @@ def config_params() -> tuple[list, list[str]]:
 
 
 def cases():
-    t = tier()
-    return expand(EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
-                  [(o, override_set(o)) for o in t.override_sets])
+    """The tier's configs crossed with its override sets (as ``--tier`` gives the CLI)."""
+    return tier_cases(tier_name())
 
 
 #: Parameter combinations an in-process run will read (None: all, as under plain ASV).

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config import EngineConfig
+from harness.config import MIN_BATCHED_SEQS, EngineConfig
 from harness.errors import TraceError
 
-MIN_BATCHED_SEQS = 4
 DEFAULT_STEPS = 32
 
 

@@ -121,7 +121,7 @@ def test_smoke_runs_never_write_to_the_history(spyre_repo, tmp_path):
     assert proc.returncode == 2 and "never to --results-dir" in proc.stderr
     proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
                    "--device", "cpu", "--tier", "tiny", "--bench", BENCH, "--machine", "smoke-box", home=tmp_path)
-    from harness.cli.run import HISTORY_DIR
+    from harness.cli.common import HISTORY_DIR
     assert not (HISTORY_DIR / "smoke-box").exists()
 
 

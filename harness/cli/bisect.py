@@ -47,7 +47,7 @@ def _params(items: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from harness.cli.run import LOCAL_DIR, _device
+    from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
     from harness.runner.bisect import bisect
     from harness.runner.runner import Options
@@ -64,7 +64,7 @@ def run(args) -> int:
         raise ConfigError(f"{args.benchmark} takes parameters {names}; give each with --param "
                           f"(missing {missing}, unknown {sorted(set(params) - set(names))})")
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
-                      device=_device(args.device), tier=args.tier, log_dir=LOCAL_DIR / "logs")
+                      device=device_kind(args.device), tier=args.tier, log_dir=LOCAL_DIR / "logs")
     good = gitrev.resolve(f"git:{args.repo}@{args.good}", args.repo, args.good)
     bad = gitrev.resolve(f"git:{args.repo}@{args.bad}", args.repo, args.bad)
     out = console()

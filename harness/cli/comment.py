@@ -101,7 +101,7 @@ def body_source(args) -> str:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
         from harness.analyze.compare import as_document, compare_stored
-        from harness.cli.history import warn
+        from harness.cli.common import warn
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)
         return render(as_document(compare_stored(frame, *args.commits, machine=args.machine)),

@@ -116,7 +116,7 @@ def comparison_from_args(args):
     if args.commits:
         if len(args.commits) != 2:
             raise ConfigError(f"expected two commits (BASE HEAD), got {len(args.commits)}")
-        from harness.cli.history import warn
+        from harness.cli.common import warn
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)
         return compare.compare_stored(frame, *args.commits, machine=args.machine,

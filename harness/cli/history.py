@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from harness.cli.common import warn
 from harness.report.tables import console, table
 
 
@@ -51,8 +51,3 @@ def run(args) -> int:
                     ["machine", "env", "commit", "commit date", "subject", "ok", "skipped",
                      "failed", "complete"], rows))
     return 0
-
-
-def warn(message: str) -> None:
-    """How commands report a results file they had to skip."""
-    print(f"spyre-bench: warning: {message}", file=sys.stderr)

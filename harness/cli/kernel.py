@@ -10,10 +10,9 @@ import argparse
 
 from harness.cli import options
 from harness.errors import ConfigError, NothingComputed
+from harness.measure.settings import defaults as kernel_defaults
 from harness.progress import Progress
-from harness.report.tables import console, print_json, table
-
-DEVICES = ("auto", "spyre", "cuda", "cpu")
+from harness.report.tables import print_json
 
 EPILOG = """\
 what it does, per config x workload x subject:
@@ -57,24 +56,26 @@ def register(sub) -> None:
     options.add_matrix(p, default_overrides="batched")
     options.add_workloads(p)
     g = p.add_argument_group("measurement")
+    d = kernel_defaults()
     g.add_argument("--device", default="auto", metavar="NAME",
                    help="auto (spyre when torch_spyre imports, else cuda, else cpu), spyre, "
                         "cuda[:N] or cpu (default %(default)s)")
-    g.add_argument("--repeat", type=int, default=20, metavar="N",
+    g.add_argument("--repeat", type=int, default=d["repeat"], metavar="N",
                    help="timed samples per shape (default %(default)s)")
-    g.add_argument("--warmup", type=int, default=3, metavar="N",
+    g.add_argument("--warmup", type=int, default=d["warmup"], metavar="N",
                    help="untimed calls before sampling, the first one checked (default "
                         "%(default)s)")
-    g.add_argument("--number", type=int, default=None, metavar="N",
-                   help="calls per sample (default: calibrated to >= 2 ms per sample)")
-    g.add_argument("--backend", default="eager", metavar="NAME",
+    g.add_argument("--number", type=int, default=d["number"], metavar="N",
+                   help="calls per sample (default: calibrated to >= "
+                        f"{d['min_sample_s'] * 1e3:g} ms per sample)")
+    g.add_argument("--backend", default=d["backend"], metavar="NAME",
                    help="torch.compile backend for graph counting and compiled timing: eager or "
                         "aot_eager (cheap, counts exactly), inductor (real compile seconds; "
                         "torch-spyre's on Spyre) (default %(default)s)")
     g.add_argument("--timing", choices=("eager", "compiled"), default=None,
                    help="time the kernel called directly (eager) or through torch.compile with "
                         "--backend (default: compiled on spyre, eager elsewhere)")
-    g.add_argument("--recompile-limit", type=int, default=None, metavar="N",
+    g.add_argument("--recompile-limit", type=int, default=d["recompile_limit"], metavar="N",
                    help="Dynamo's recompile limit per kernel while counting (default: torch's, "
                         "8); keys past it run eagerly and are reported as fall-backs")
     g.add_argument("--no-warmup-variants", action="store_true",
@@ -84,17 +85,19 @@ def register(sub) -> None:
     g.add_argument("--no-timing", action="store_true", help="skip timing")
     g.add_argument("--per-sequence", action="store_true",
                    help="also time each batched shape's sequences on the per-sequence path")
-    g.add_argument("--max-shapes", type=int, default=6, metavar="N",
+    g.add_argument("--max-shapes", type=int, default=d["max_shapes"], metavar="N",
                    help="time at most N step shapes per workload, most frequent first "
                         "(default %(default)s)")
-    g.add_argument("--soft-cap", type=float, default=0.0, metavar="X",
+    g.add_argument("--soft-cap", type=float, default=d["soft_cap"], metavar="X",
                    help="logits soft cap passed to the kernel (default 0: off)")
-    g.add_argument("--threads", type=int, default=None, metavar="N",
+    g.add_argument("--threads", type=int, default=d["threads"], metavar="N",
                    help="torch intra-op threads while timing (default: torch's); on a shared "
                         "CPU, fewer threads than cores avoids stalls behind other processes")
-    g.add_argument("--unstable-threshold", type=float, default=0.10, metavar="R",
+    g.add_argument("--unstable-threshold", type=float,
+                   default=d["unstable_threshold"], metavar="R",
                    help="warn when IQR/median exceeds R (default %(default)s)")
-    g.add_argument("--max-cache-gib", type=float, default=8.0, metavar="G",
+    g.add_argument("--max-cache-gib", type=float,
+                   default=d["max_cache_bytes"] / (1 << 30), metavar="G",
                    help="skip workloads whose K/V cache or per-step inputs need more (default "
                         "%(default)s)")
     g.add_argument("--fail-on", default="wrong", metavar="WHAT,..",
@@ -167,9 +170,10 @@ def run(args) -> int:
                     rows.append({"case": case.key(), "layout": layout, "workload": spec.name,
                                  **fig})
     if args.json:
-        print_json({"device": dev.as_dict(), "options": _options_dict(opts), "rows": rows})
+        print_json({"device": dev.as_dict(), "options": opts.as_dict(), "rows": rows})
     else:
-        _render(rows, [s.spec for s in subjects], dev, opts)
+        from harness.report.kernel_tables import render
+        render(rows, [s.spec for s in subjects], dev, opts)
     return _status(rows, fail_on(args.fail_on))
 
 
@@ -197,105 +201,3 @@ def _status(rows, gates: list[str]) -> int:
     if rows and all("skipped" in r for r in rows):
         raise NothingComputed([r["skipped"] for r in rows])
     return 0
-
-
-def _options_dict(opts) -> dict:
-    return {"repeat": opts.repeat, "warmup": opts.warmup, "number": opts.number,
-            "backend": opts.backend, "timing": opts.timing,
-            "recompile_limit": opts.recompile_limit, "record_warmup": opts.record_warmup,
-            "per_sequence": opts.per_sequence, "max_shapes": opts.max_shapes,
-            "soft_cap": opts.soft_cap, "seed": opts.seed, "threads": opts.threads}
-
-
-# -- rendering ---------------------------------------------------------------------------------
-
-def _lead(r: dict) -> list:
-    c = r["case"]
-    return [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"], r["workload"],
-            r["subject"]]
-
-
-def _num(v, fmt: str = ",.1f") -> str:
-    return "-" if v is None else format(v, fmt)
-
-
-def _render(rows, specs, dev, opts) -> None:
-    out = console()
-    lead = ["bs", "mml", "mns", "overrides", "workload", "subject"]
-    for r in rows:
-        where = " ".join(map(str, _lead(r)))
-        if "skipped" in r:
-            out.print(f"[yellow]skipped[/] {where}: {r['skipped']}", highlight=False)
-        if "wrong" in r:
-            out.print(f"[bold red]WRONG[/] {where}: {r['wrong']}", highlight=False)
-    graph_rows = [r for r in rows if "graphs" in r]
-    if graph_rows:
-        body = []
-        for r in graph_rows:
-            g = r["graphs"]
-            secs = ("-" if g["compile_seconds_mean"] is None else
-                    f"{g['compile_seconds_mean']:.2f} / {g['compile_seconds_max']:.2f}")
-            body.append(_lead(r) + [
-                g["model_keys"], f"{g['graphs']} ({g['expected_graphs']})", g["graphs_warmup"],
-                f"{g['late_compiles']} ({g['expected_late']})", g["fallbacks"] or "-", secs,
-                f"{g['max_abs_error']:.1e}", g["verdict"]])
-        limit = graph_rows[0]["graphs"]["recompile_limit"]
-        out.print(table(
-            f"compiled graphs (backend {opts.backend}, recompile limit {limit}, warmup variants "
-            f"{'recorded' if opts.record_warmup else 'not recorded'})",
-            lead + ["keys", "graphs (model)", "warmup", "late (model)", "fall-backs",
-                    "compile s mean/max", "max err", "= model"], body,
-            caption="keys: distinct compile keys the exact model predicts for the workload; "
-                    "late: graphs compiled after warmup; fall-backs: new keys past Dynamo's "
-                    "recompile limit that ran eagerly (--recompile-limit raises it)"))
-    timed = [r for r in rows if "timing" in r]
-    if not timed:
-        return
-    layers = timed[0]["layout"]["num_layers"]
-    by_case: dict[str, list] = {}
-    for r in timed:
-        c = r["case"]
-        by_case.setdefault(f"bs={c['block_size']} mml={c['max_model_len']} "
-                           f"mns={c['max_num_seqs']} env={c['overrides']}", []).append(r)
-    for label, case_rows in by_case.items():
-        body, notes = [], []
-        for r in case_rows:
-            for s in r["timing"]["shapes"]:
-                st = s["stats"]
-                body.append([
-                    r["workload"], r["subject"], s["path"], s["shape"], s["steps"],
-                    len(s["seq_lens"]), s["launches"], s["iterations_per_layer"],
-                    _num(s["us_per_layer"]), f"{st['relative_spread']:.0%}",
-                    f"{st['ci_low']:,.0f}-{st['ci_high']:,.0f}", _num(s["us_per_token"]),
-                    _num(s["us_per_step"] / 1e3, ",.2f"), _num(s["tokens_per_s"], ",.0f"),
-                    _num(s["kv_gb_per_s"], ".2f"), f"{s['max_abs_error']:.1e}"])
-                notes += [f"{r['subject']} {r['workload']} {s['shape']}: {w}"
-                          for w in s["warnings"]]
-        out.print(table(
-            f"kernel time, {label}, on {dev.description}: {opts.timing}, median of "
-            f"{opts.repeat} samples",
-            ["workload", "subject", "path", "shape", "steps", "seqs", "calls", "iters",
-             "µs/layer", "IQR", "95% CI µs", "µs/token", f"ms/step×{layers}", "tok/s",
-             "KV GB/s", "max err"], body,
-            caption="µs/layer: all kernel calls of one step, one layer; µs/token: per decode "
-                    f"token and layer; ms/step×{layers}: all layers; tok/s: decode tokens per "
-                    "second of whole steps; max err: vs the oracle on real rows"))
-        for note in notes:
-            out.print(f"[yellow]warning[/] {note}", highlight=False)
-    body = []
-    base = {}
-    for r in timed:
-        t = r["timing"]
-        key = (str(r["case"]), r["workload"])
-        ratio = "-"
-        if r["subject"] == specs[0]:
-            base[key] = t["workload_us_per_token"]
-        elif base.get(key) and t["workload_us_per_token"]:
-            ratio = f"{t['workload_us_per_token'] / base[key]:.2f}x"
-        body.append(_lead(r) + [f"{t['steps_timed']}/{t['steps']}",
-                                f"{t['timed_shapes']}/{t['distinct_shapes']}",
-                                _num(t["workload_us_per_token"]),
-                                _num(t["workload_tokens_per_s"], ",.0f"), ratio])
-    out.print(table("workload throughput: timed shapes weighted by their steps",
-                    lead + ["steps timed", "shapes timed", "µs/token", "tok/s",
-                            "time vs base" if len(specs) == 2 else "-"], body))

@@ -48,7 +48,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.cli.run import LOCAL_DIR, _device
+    from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
     from harness.runner import nightly
     from harness.runner.runner import Options, run_targets
@@ -56,7 +56,7 @@ def run(args) -> int:
 
     out = console()
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
-                      device=_device(args.device), tier=args.tier, bench=args.bench,
+                      device=device_kind(args.device), tier=args.tier, bench=args.bench,
                       log_dir=LOCAL_DIR / "logs", branch=args.branch)
     history = nightly.first_parent_history(args.repo, args.branch)
     measured = {c for c in history if nightly.is_measured(options, c)}

@@ -33,13 +33,15 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.cli.changes import detect_regressions
+    from harness.analyze.regressions import detect_regressions
+    from harness.cli.common import warn
     from harness.report.site import Commit, build
     from harness.subjects import gitrev
     if args.asv and not args.repo:
         from harness.errors import ConfigError
         raise ConfigError("--asv needs --repo (asv publish reads the repository)")
-    frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch)
+    frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch,
+                                                   warn=warn)
     measured = set(frame["commit"])
     if order:
         hashes = [c for c in order if c in measured]

@@ -7,15 +7,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.report.tables import console, table
-from harness.runner.asv_config import PROJECT_ROOT
 from harness.runner.machine import default_machine_name
 from harness.runner.reference_repo import ORDER
 
-HISTORY_DIR = PROJECT_ROOT / "results"
-LOCAL_DIR = PROJECT_ROOT / ".asv"
 MAIN_JOB_POLICIES = ("pre-810", "post-810-clamp")
 
 
@@ -64,12 +62,6 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _device(name: str) -> str:
-    """The device's kind, validated here so a bad --device fails before any run starts."""
-    from harness.measure.device import select
-    return select(name).name
-
-
 def run(args) -> int:
     from harness.runner.runner import Options, run_targets
     from harness.runner.targets import commit_targets, reference_targets
@@ -93,7 +85,7 @@ def run(args) -> int:
     else:
         results_dir = args.results_dir or default_dir
     options = Options(repo=repo, results_dir=results_dir, machine=args.machine,
-                      device=_device(args.device), tier=args.tier, bench=args.bench,
+                      device=device_kind(args.device), tier=args.tier, bench=args.bench,
                       smoke=args.smoke, log_dir=LOCAL_DIR / "logs", branch=args.branch,
                       remeasure=args.remeasure)
     out = console()
@@ -138,8 +130,8 @@ def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
     on = [t for t in targets if not gitrev.git(repo, "merge-base", "--is-ancestor", t.commit,
                                                branch, check=False).returncode]
     if not on:
-        print(f"spyre-bench: warning: none of the {len(targets)} commit(s) measured is on branch "
-              f"{branch!r} (history views follow that branch; pass --branch)", file=sys.stderr)
+        warn(f"none of the {len(targets)} commit(s) measured is on branch {branch!r} (history "
+             "views follow that branch; pass --branch)")
 
 
 def _progress(out):

@@ -1,4 +1,5 @@
 """Measurement on a device: reference kernels, builder-faithful inputs, the oracle, timing and
-compiled-graph counting. Everything here imports torch; nothing outside it (and the kernel CLI's
-run path) may import this package at module level.
+compiled-graph counting. Everything here imports torch, except :mod:`harness.measure.settings`
+(the options and defaults); nothing outside it (and the kernel CLI's run path) may import the
+rest of this package at module level.
 """

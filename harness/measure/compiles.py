@@ -29,6 +29,7 @@ from torch._dynamo.utils import counters
 
 from harness.config import EngineConfig
 from harness.errors import HarnessError
+from harness.generations import Generation
 from harness.measure.device import Device
 from harness.measure.inputs import BatchedCall, Workspace, check_generation
 from harness.measure.kernels import attend_sequence
@@ -213,7 +214,7 @@ def _limit_hits() -> int:
                if str(reason).startswith(_LIMIT_EXCEEDED))
 
 
-def count_graphs(kernel, generation: str, bucketing: Bucketing, config: EngineConfig,
+def count_graphs(kernel, generation: Generation, bucketing: Bucketing, config: EngineConfig,
                  workload: Workload, *, device: Device | None = None, backend: str = "eager",
                  recompile_limit: int | None = None, record_warmup: bool = True,
                  check: bool = True, seed: int = 0, sequence_kernel=attend_sequence,

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.errors import HarnessError
-
-CHOICES = ("auto", "spyre", "cuda", "cpu")
+from harness.measure.settings import DEVICE_CHOICES as CHOICES
 
 
 class DeviceError(HarnessError):

@@ -21,7 +21,9 @@ import torch
 
 from harness.config import EngineConfig
 from harness.errors import HarnessError
+from harness.generations import Generation
 from harness.ladders import ceil_div, stick_padded
+from harness.measure.settings import DEFAULT_MAX_CACHE_BYTES
 from harness.model.dispatch import CompileKey, Dispatch, attn_key, batched_key, dispatch
 from harness.subjects.base import Bucketing
 from harness.workloads import Step
@@ -29,8 +31,6 @@ from harness.workloads import Step
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 #: Generation B's mask is fp16 whatever the model dtype (notes, section 3).
 CHUNKED_MASK_DTYPE = torch.float16
-#: Refuse workspaces above this many bytes of K/V cache unless told otherwise.
-DEFAULT_MAX_CACHE_BYTES = 8 << 30
 
 
 class InputError(HarnessError):
@@ -39,9 +39,10 @@ class InputError(HarnessError):
 
 def check_generation(generation: str, bucketing: Bucketing) -> None:
     """A chunked (B) kernel needs a bucketer that chunks, and a per-block (A) one must not."""
-    if generation not in ("A", "B"):
-        raise InputError(f"kernel generation {generation!r}: expected 'A' or 'B'")
-    if (generation == "B") != (bucketing.chunking is not None):
+    if generation not in tuple(Generation):
+        raise InputError(f"kernel generation {generation!r}: expected "
+                         + " or ".join(repr(g.value) for g in Generation))
+    if (generation == Generation.B) != (bucketing.chunking is not None):
         have = "chunks (batched_decode_chunking)" if bucketing.chunking else "does not chunk"
         raise InputError(f"the decode kernel is generation {generation} but the subject's "
                          f"bucketer {have}: kernel and dispatch disagree")
@@ -94,7 +95,7 @@ def sequence_mask(seq_len: int, query_len: int, q_bucket: int, num_blocks: int,
 class BatchedCall:
     """One batched decode kernel call: the sequences it carries and its device inputs."""
 
-    generation: str
+    generation: Generation
     seq_lens: tuple[int, ...]
     pages: list[list[int]]
     b_seqs: int
@@ -109,19 +110,19 @@ class BatchedCall:
 
     @property
     def key(self) -> CompileKey:
-        if self.generation == "A":
+        if self.generation == Generation.A:
             return CompileKey("batched", (self.b_seqs, self.b_blocks))
         return CompileKey("batched_chunked", (self.b_seqs, self.blocks_per_chunk, self.num_chunks))
 
     @property
     def walked_blocks(self) -> int:
-        if self.generation == "A":
+        if self.generation == Generation.A:
             return self.b_blocks
         return self.blocks_per_chunk * self.num_chunks
 
     @property
     def iterations(self) -> int:
-        return self.b_blocks if self.generation == "A" else self.num_chunks
+        return self.b_blocks if self.generation == Generation.A else self.num_chunks
 
     @property
     def launches(self) -> int:
@@ -134,7 +135,7 @@ class BatchedCall:
     def args(self) -> tuple:
         """Positional arguments in the kernel convention (see harness.measure.kernels)."""
         c, w = self.workspace.config, self.workspace
-        loop = ((self.b_blocks,) if self.generation == "A"
+        loop = ((self.b_blocks,) if self.generation == Generation.A
                 else (self.blocks_per_chunk, self.num_chunks))
         return (self.query, self.query_row_ids, w.k_pages, w.v_pages, self.block_ids, self.mask,
                 w.scale, self.b_seqs, *loop, c.num_kv_heads, c.queries_per_kv, c.block_size,
@@ -296,7 +297,7 @@ class Workspace:
         n = len(seq_lens)
         if n > b_seqs:
             raise InputError(f"{n} sequences do not fit num_seqs bucket {b_seqs}")
-        generation = "A" if chunks is None else "B"
+        generation = Generation.A if chunks is None else Generation.B
         rows = b_blocks if chunks is None else chunks[0] * chunks[1]
         block_ids = torch.zeros((rows, stick_padded(b_seqs)), dtype=torch.int32)
         for s, seq_pages in enumerate(pages):

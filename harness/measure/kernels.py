@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import torch
 
+from harness.generations import Generation
+
 ACC = torch.float32
 
 
@@ -163,4 +165,4 @@ def attend_sequence(query, k_pages, v_pages, block_table, mask, scale, num_block
 
 
 #: The reference kernels by generation, as ``Subject.decode_kernel()`` hands them out.
-BATCHED_KERNELS = {"A": batched_decode_per_block, "B": batched_decode_chunked}
+BATCHED_KERNELS = {Generation.A: batched_decode_per_block, Generation.B: batched_decode_chunked}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.config import BATCHED_DECODE, EngineConfig, Overrides
 from harness.errors import HarnessError
+from harness.generations import Generation
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.kernels import attend_sequence
 from harness.measure.oracle import check_step
@@ -69,7 +70,7 @@ class Prepared:
     bucketing: object
     calls: StepCalls
     kernel: object
-    generation: str
+    generation: Generation
     device: object
 
     def run_layer(self):

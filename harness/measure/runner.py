@@ -19,7 +19,6 @@ import dataclasses
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch._dynamo
@@ -28,41 +27,14 @@ from harness.config import EngineConfig, check_step_bytes
 from harness.errors import HarnessError
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
-from harness.measure.device import Device
-from harness.measure.inputs import (
-    DEFAULT_MAX_CACHE_BYTES, StepCalls, Workspace, check_generation,
-)
+from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.kernels import attend_sequence
 from harness.measure.oracle import KernelMismatch, check_step
-from harness.measure.timing import UNSTABLE_SPREAD, measure
+from harness.measure.settings import KernelOptions
+from harness.measure.timing import measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
 from harness.workloads import Workload, WorkloadSpec
-
-@dataclass(frozen=True)
-class KernelOptions:
-    device: Device
-    repeat: int = 20
-    warmup: int = 3
-    number: int | None = None
-    min_sample_s: float = 2e-3
-    #: torch.compile backend for graph counting (and for timing when timing == "compiled").
-    backend: str = "eager"
-    #: "eager": call the kernel directly; "compiled": through torch.compile(backend).
-    timing: str = "eager"
-    recompile_limit: int | None = None
-    record_warmup: bool = True
-    graphs: bool = True
-    time: bool = True
-    #: Also time each batched shape's sequences on the per-sequence path.
-    per_sequence: bool = False
-    max_shapes: int = 6
-    soft_cap: float = 0.0
-    seed: int = 0
-    unstable_threshold: float = UNSTABLE_SPREAD
-    max_cache_bytes: int = DEFAULT_MAX_CACHE_BYTES
-    #: torch intra-op threads for timing (None: torch's default).
-    threads: int | None = None
 
 
 Progress = Callable[[str], None]

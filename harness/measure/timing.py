@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from scipy import stats as sps
 
 from harness.measure.device import Device, HostLoad
-
-#: A relative spread (IQR / median) above this marks a result unstable.
-UNSTABLE_SPREAD = 0.10
+from harness.measure.settings import UNSTABLE_SPREAD
 #: Fewer samples than this cannot give a useful interval.
 MIN_SAMPLES = 5
 #: Other processes using more than this many cores while sampling make a result suspect.

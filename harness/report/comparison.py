@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness.analyze.compare import Comparison, ExactChange, case_label
-from harness.metrics import METRICS, format_value
+from harness.analyze.compare import _SHORT, Comparison, ExactChange, case_label
+from harness.metrics import METRICS, format_value, ladder_text
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,10 @@ def where_text(params_list: list[dict], limit: int = 4) -> str:
         product *= len(v)
     distinct = {tuple(p[k] for k in fields + extra) for p in params_list}
     if len(distinct) == product:
-        head = ", ".join(f"{_short(k)} {'/'.join(map(str, values[k]))}" for k in fields)
-        tail = ", ".join(f"{_short(k)} {', '.join(map(str, values[k]))}" for k in extra)
+        head = ", ".join(f"{_SHORT.get(k, k)} {'/'.join(map(str, values[k]))}"
+                         for k in fields)
+        tail = ", ".join(f"{_SHORT.get(k, k)} {', '.join(map(str, values[k]))}"
+                         for k in extra)
         return f"{head} ({tail})" if tail else head
     groups: dict[str, list[str]] = {}
     for p in params_list:
@@ -93,11 +95,6 @@ def _ordered(values) -> list:
     return seen
 
 
-def _short(field_name: str) -> str:
-    return {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns",
-            "overrides": "env", "workload": "workload"}.get(field_name, field_name)
-
-
 def ladder_groups(c: Comparison) -> list[LadderGroup]:
     """Ladder changes grouped by (axis, before, after), most important axis first."""
     groups: dict[tuple, list[dict]] = {}
@@ -113,10 +110,6 @@ def ladder_groups(c: Comparison) -> list[LadderGroup]:
 
 def change_text(e: ExactChange) -> str:
     return f"{format_value(e.base, e.unit)} → {format_value(e.head, e.unit)}"
-
-
-def ladder_text(ladder) -> str:
-    return "(none)" if ladder is None else "[" + ",".join(map(str, ladder)) + "]"
 
 
 #: What can make the exit code 1 (``--fail-on``); wrong kernels and lost figures come first.

@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
-from harness.metrics import METRICS, format_value
+from harness.metrics import METRICS, format_value, ladder_text as ladder
 
 BATCHED_FLAG = "SPYRE_BATCHED_DECODE"
 #: Which ladder axis explains a cost change best, first.
@@ -104,10 +104,6 @@ def change(base, head, unit: str) -> str:
 def change_with_factor(base, head, unit: str) -> str:
     f = factor(base, head)
     return change(base, head, unit) + (f", {f}" if f else "")
-
-
-def ladder(values) -> str:
-    return "(none)" if values is None else "[" + ",".join(map(str, values)) + "]"
 
 
 def label(metric: str) -> str:

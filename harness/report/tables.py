@@ -9,18 +9,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.metrics import format_value
+from harness.metrics import format_value, ladder_text
 
 
 def console(stream=None) -> Console:
     # Wide enough for ladders; rich soft-wraps on narrower terminals.
     return Console(file=stream or sys.stdout, width=None if (stream or sys.stdout).isatty() else 200)
-
-
-def ladder_text(ladder) -> str:
-    if ladder is None:
-        return "(none)"
-    return "[" + ",".join(str(v) for v in ladder) + "]"
 
 
 def cell(values: list, unit: str = "") -> Text:

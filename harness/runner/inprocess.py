@@ -19,7 +19,6 @@ import itertools
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
@@ -135,9 +134,8 @@ def _values(benchmarks: list, picks: dict[str, list[int] | None]) -> dict[str, t
 
 def commit_date_ms(repo: Path, commit: str) -> int:
     """The commit's date as ASV stores it (author time, JS milliseconds; asv.plugins.git)."""
-    out = subprocess.run(["git", "-C", str(repo), "rev-list", "-n", "1", "--format=%at", commit],
-                         capture_output=True, text=True, check=True)
-    return int(out.stdout.strip().split()[-1]) * 1000
+    from harness.subjects.gitrev import output
+    return int(output(repo, "rev-list", "-n", "1", "--format=%at", commit).split()[-1]) * 1000
 
 
 def write_exact(*, spec: str, commit: str, repo: Path, results_dir: Path, machine: str,

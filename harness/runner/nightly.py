@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,9 +75,8 @@ def machine_lock(results_dir: Path, machine: str) -> Iterator[None]:
 
 
 def git_toplevel(path: Path) -> Path | None:
-    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"],
-                         capture_output=True, text=True)
-    return Path(out.stdout.strip()) if out.returncode == 0 else None
+    out = gitrev.git(path, "rev-parse", "--show-toplevel", check=False)
+    return Path(out.stdout.decode().strip()) if out.returncode == 0 else None
 
 
 def commit_results(results_dir: Path, machine: str, message: str) -> str | None:
@@ -87,16 +85,14 @@ def commit_results(results_dir: Path, machine: str, message: str) -> str | None:
     if top is None:
         return None
     folder = (results_dir / machine).resolve()
-    git = ["git", "-C", str(top), "-c", "user.name=spyre-bench nightly",
-           "-c", "user.email=spyre-bench@localhost", "-c", "commit.gpgsign=false"]
-    subprocess.run(git + ["add", "--", str(folder)], check=True, capture_output=True)
-    staged = subprocess.run(git + ["diff", "--cached", "--quiet", "--", str(folder)])
+    who = ("-c", "user.name=spyre-bench nightly", "-c", "user.email=spyre-bench@localhost",
+           "-c", "commit.gpgsign=false")
+    gitrev.output(top, *who, "add", "--", str(folder))
+    staged = gitrev.git(top, "diff", "--cached", "--quiet", "--", str(folder), check=False)
     if staged.returncode == 0:
         return None
-    subprocess.run(git + ["commit", "-q", "-m", message, "--", str(folder)], check=True,
-                   capture_output=True)
-    return subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    gitrev.output(top, *who, "commit", "-q", "-m", message, "--", str(folder))
+    return gitrev.output(top, "rev-parse", "HEAD")
 
 
 def push(results_dir: Path) -> None:
@@ -104,7 +100,5 @@ def push(results_dir: Path) -> None:
     if top is None:
         raise HarnessError(f"--push: {results_dir} is not in a git repository")
     # rebase onto what other machines pushed: their folders never overlap with ours
-    for cmd in (["pull", "--rebase", "--quiet"], ["push", "--quiet"]):
-        out = subprocess.run(["git", "-C", str(top), *cmd], capture_output=True, text=True)
-        if out.returncode:
-            raise HarnessError(f"git {' '.join(cmd)} in {top} failed: {out.stderr.strip()}")
+    for cmd in (("pull", "--rebase", "--quiet"), ("push", "--quiet")):
+        gitrev.output(top, *cmd)

@@ -8,11 +8,10 @@ authors and dates: the same hashes on every machine, so histories line up and ``
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.subjects import gitrev
 from harness.subjects.reference import POLICIES
 
 MARKER = "SPYRE_BENCH_SUBJECT"
@@ -22,20 +21,12 @@ ORDER = ("pre-810", "post-810-topup", "post-810-clamp", "chunked", "latest")
 assert set(ORDER) == set(POLICIES)
 
 
-def _git(repo: Path, *args: str, env: dict | None = None) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-    if proc.returncode != 0:
-        raise HarnessError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
 def reference_commits(repo: Path) -> dict[str, str]:
     """Policy -> commit hash of an existing reference repo (empty if absent or foreign)."""
     if not (repo / ".git").exists():
         return {}
     out = {}
-    for line in _git(repo, "log", "--format=%H %s", BRANCH).splitlines():
+    for line in gitrev.output(repo, "log", "--format=%H %s", BRANCH).splitlines():
         commit, _, subject = line.partition(" ")
         out[subject.removeprefix("reference:")] = commit
     return out if set(out) == set(ORDER) else {}
@@ -49,15 +40,15 @@ def ensure_reference_repo(repo: Path) -> dict[str, str]:
     if repo.exists() and any(repo.iterdir()):
         raise HarnessError(f"{repo} exists and is not spyre-bench's reference repository")
     repo.mkdir(parents=True, exist_ok=True)
-    _git(repo, "init", "-q", "-b", BRANCH)
+    gitrev.output(repo, "init", "-q", "-b", BRANCH)
     for day, policy in enumerate(ORDER, start=1):
         spec = f"reference:{policy}"
         (repo / MARKER).write_text(spec + "\n")
         # content is the spec alone: editing a policy's description must not change the hashes
         (repo / "README.md").write_text(f"# spyre-bench reference subject\n\n{spec}\n")
-        _git(repo, "add", MARKER, "README.md")
+        gitrev.output(repo, "add", MARKER, "README.md")
         stamp = f"2025-01-{day:02d}T00:00:00+00:00"
-        _git(repo, "-c", "user.name=spyre-bench", "-c", "user.email=spyre-bench@localhost",
-             "-c", "commit.gpgsign=false", "commit", "-q", "-m", spec,
-             env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
+        gitrev.output(repo, "-c", "user.name=spyre-bench", "-c", "user.email=spyre-bench@localhost",
+                      "-c", "commit.gpgsign=false", "commit", "-q", "-m", spec,
+                      env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
     return reference_commits(repo)

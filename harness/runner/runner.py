@@ -27,6 +27,7 @@ from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.store.lock import results_lock
 from harness.store.names import checked_name
+from harness.subjects import gitrev
 
 #: Benchmark groups, each its own ``asv run`` (name regex, label).
 #: The exact tier is computed in this process (harness.runner.inprocess), ``None`` as its regex
@@ -84,9 +85,8 @@ def env_name(device: str) -> str:
 
 
 def harness_commit() -> str | None:
-    proc = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-                          capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    proc = gitrev.git(PROJECT_ROOT, "rev-parse", "HEAD", check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
 
 def results_file(options: Options, commit: str) -> Path:
@@ -199,9 +199,9 @@ def run_targets(targets: list[Target], options: Options, progress=None) -> Itera
 
 def current_branch(repo: Path) -> str:
     """The checkout's current branch, or ``HEAD`` when detached (what ASV resolves)."""
-    out = subprocess.run(["git", "-C", str(repo), "symbolic-ref", "--quiet", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "HEAD"
+    out = gitrev.git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    branch = out.stdout.decode().strip() if out.returncode == 0 else ""
+    return branch or "HEAD"
 
 
 def _run_target(target: Target, options: Options, config: Path, groups, progress) -> TargetReport:

@@ -90,9 +90,10 @@ class Subject(ABC):
     def decode_kernel(self):
         """The subject's batched decode kernel as ``(callable, generation)``, or None.
 
-        generation is "A" (one block per loop step) or "B" (chunked). Only measurement calls this,
-        so implementations may import torch here, never at module level. The argument conventions
-        of both generations are spelled out in harness/measure/kernels.py.
+        generation is a :class:`~harness.generations.Generation`: A (one block per loop step) or
+        B (chunked). Only measurement calls this, so implementations may import torch here, never
+        at module level. The argument conventions of both generations are spelled out in
+        harness/measure/kernels.py.
         """
         return None
 

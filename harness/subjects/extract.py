@@ -16,6 +16,8 @@ import copy as copy_module
 import symtable
 from dataclasses import dataclass
 
+from harness.generations import Generation
+
 #: Standard-library modules an extracted helper may import (nothing heavy, nothing with state).
 STDLIB_IMPORTS = frozenset({"math", "bisect", "functools", "itertools", "operator", "typing",
                             "numbers", "collections"})
@@ -33,8 +35,8 @@ class NotSelfContained(Exception):
 @dataclass(frozen=True)
 class KernelDef:
     name: str
-    #: "A" (one block per loop step: ``num_blocks``) or "B" (chunked: ``blocks_per_chunk``).
-    generation: str
+    #: A (one block per loop step: ``num_blocks``) or B (chunked: ``blocks_per_chunk``).
+    generation: Generation
     lineno: int
 
 
@@ -60,9 +62,9 @@ class ModuleSource:
             if tuple(params[:len(KERNEL_PREFIX)]) != KERNEL_PREFIX:
                 continue
             if "blocks_per_chunk" in params and "num_chunks" in params:
-                found.append(KernelDef(node.name, "B", node.lineno))
+                found.append(KernelDef(node.name, Generation.B, node.lineno))
             elif "num_blocks" in params:
-                found.append(KernelDef(node.name, "A", node.lineno))
+                found.append(KernelDef(node.name, Generation.A, node.lineno))
         return found
 
     def literal(self, name: str):

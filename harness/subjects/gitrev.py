@@ -13,18 +13,30 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness.errors import SubjectError
+from harness.errors import HarnessError, SubjectError
 
 #: Git settings that make output stable and never prompt (no pager, no credential helper).
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C"}
 
 
-def git(repo: Path, *args: str, check: bool = True,
-        input: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run ``git -C repo args`` capturing bytes; raise CalledProcessError on failure if check."""
-    env = {**os.environ, **_GIT_ENV}
+def git(repo: Path, *args: str, check: bool = True, input: bytes | None = None,
+        env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``git -C repo args`` capturing bytes; raise CalledProcessError on failure if check.
+
+    The one way the harness runs git: ``env`` adds variables (commit dates, say) to
+    :data:`_GIT_ENV`'s.
+    """
+    env = {**os.environ, **_GIT_ENV, **(env or {})}
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env,
                           check=check, input=input)
+
+
+def output(repo: Path, *args: str, env: dict | None = None) -> str:
+    """``git -C repo args``'s stdout, stripped; a failure is one HarnessError line."""
+    proc = git(repo, *args, check=False, env=env)
+    if proc.returncode:
+        raise HarnessError(f"git {' '.join(args)} in {repo} failed: {_first_line(proc.stderr)}")
+    return proc.stdout.decode().strip()
 
 
 def _first_line(err: bytes) -> str:

@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness import __version__
-from harness.config import EngineConfig, Overrides
+from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import SubjectError
+from harness.generations import Generation
 from harness.ladders import (
     blocks_ladder, ceil_div, chunking, default_query_ladder, is_power_of_two, powers_of_two,
     previous_bucket, resolve_clamp, resolve_topup,
 )
 from harness.errors import HarnessError
 from harness.subjects.base import Bucketing, Subject
-
-MIN_BATCHED_SEQS = 4
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ class ReferenceSubject(Subject):
         """The reference batched kernel: generation B (chunked) when the policy chunks, else A."""
         from harness.measure.kernels import BATCHED_KERNELS
 
-        generation = "B" if self.policy.chunked else "A"
+        generation = Generation.B if self.policy.chunked else Generation.A
         return BATCHED_KERNELS[generation], generation
 
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:

@@ -41,8 +41,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.config import EngineConfig, Overrides
+from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
+from harness.generations import Generation
 from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
@@ -58,8 +59,6 @@ from harness.subjects.loader import (
 BUCKETER_CLASS = "SpyreAttnBucketer"
 PLATFORM_MODULE = "spyre_inference.platform"
 PLATFORM_FILE = "spyre_inference/platform.py"
-#: The metadata builder's batching minimum when the bucketer does not say (notes, section 2).
-MIN_BATCHED_SEQS = 4
 #: Field names a variant record may use, tried in order (then position 0 and 1).
 BLOCKS_FIELDS = ("num_blocks", "b_blocks", "blocks")
 QUERY_FIELDS = ("query_len", "query_bucket", "padded_query_len", "query")
@@ -128,7 +127,7 @@ class SpyreInferenceSubject(Subject):
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
         self._kernel: tuple | None = None
         self._compile_settings: dict | None = None
-        self._min_batched = MIN_BATCHED_SEQS
+        self._min_batched = MIN_BATCHED_SEQS  # until the bucketer says otherwise
         import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
 
         with bounded(f"{self.origin}: loading"):
@@ -233,13 +232,13 @@ class SpyreInferenceSubject(Subject):
                 defs.sort(key=lambda k: "batched_decode" not in k.name)
                 found += [(rel, k) for k in defs]
         have = {k.generation for _, k in found}
-        for gen in "AB":
+        for gen in Generation:
             if gen not in have:
                 self._missing[f"decode_kernel_{gen.lower()}"] = (
                     f"no function with the generation-{gen} kernel signature in "
                     f"{OPS_KERNEL_FILE} or {BACKEND_FILE}")
         # The chunked bucketer dispatches the chunked kernel: prefer the generation it implies.
-        prefer = "B" if "chunking" in caps else "A"
+        prefer = Generation.B if "chunking" in caps else Generation.A
         found.sort(key=lambda f: f[1].generation != prefer)
         self._kernel_def = found[0] if found else None
         caps = {f"decode_kernel_{g.lower()}" for g in have}
@@ -425,7 +424,7 @@ class SpyreInferenceSubject(Subject):
     # -- the kernel -------------------------------------------------------------------------
 
     def decode_kernel(self):
-        """``(function, "A" | "B")``, undecorated (the caller compiles it), or None.
+        """``(function, Generation)``, undecorated (the caller compiles it), or None.
 
         Generation A is compiled from its own source in ``backends/spyre_attn.py`` with only the
         top-level helpers, constants and torch/stdlib imports it uses, so none of that module's

@@ -1,0 +1,59 @@
+"""What a kernel measurement is asked to do, and its defaults, importable without torch.
+
+The kernel command derives its flags' defaults from :class:`KernelOptions` while building the
+parser (``spyre-bench --help`` never imports torch), and the rest of :mod:`harness.measure`
+reads the same values, so each default is written once, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the Device class imports torch
+    from harness.measure.device import Device
+
+#: ``--device`` kinds (``cuda:N`` names one GPU); ``auto`` picks spyre, else cuda, else cpu.
+DEVICE_CHOICES = ("auto", "spyre", "cuda", "cpu")
+#: A relative spread (IQR / median) above this marks a result unstable.
+UNSTABLE_SPREAD = 0.10
+#: Refuse workspaces above this many bytes of K/V cache unless told otherwise.
+DEFAULT_MAX_CACHE_BYTES = 8 << 30
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    device: Device
+    repeat: int = 20
+    warmup: int = 3
+    number: int | None = None
+    min_sample_s: float = 2e-3
+    #: torch.compile backend for graph counting (and for timing when timing == "compiled").
+    backend: str = "eager"
+    #: "eager": call the kernel directly; "compiled": through torch.compile(backend).
+    timing: str = "eager"
+    recompile_limit: int | None = None
+    record_warmup: bool = True
+    graphs: bool = True
+    time: bool = True
+    #: Also time each batched shape's sequences on the per-sequence path.
+    per_sequence: bool = False
+    max_shapes: int = 6
+    soft_cap: float = 0.0
+    seed: int = 0
+    unstable_threshold: float = UNSTABLE_SPREAD
+    max_cache_bytes: int = DEFAULT_MAX_CACHE_BYTES
+    #: torch intra-op threads for timing (None: torch's default).
+    threads: int | None = None
+
+    #: What a result records of its options (the device is recorded on its own).
+    RECORDED = ("repeat", "warmup", "number", "backend", "timing", "recompile_limit",
+                "record_warmup", "per_sequence", "max_shapes", "soft_cap", "seed", "threads")
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.RECORDED}
+
+
+def defaults() -> dict:
+    """KernelOptions' field defaults by name (fields without one are left out)."""
+    return {f.name: f.default for f in fields(KernelOptions) if f.default is not MISSING}

@@ -1,0 +1,103 @@
+"""Terminal tables of ``spyre-bench kernel`` rows: skips and wrong kernels, compiled graphs,
+kernel time per step shape, workload throughput.
+
+Rendering only: the rows are :func:`harness.measure.runner.measure_workload`'s figures as they
+are (and as ``--json`` prints them).
+"""
+
+from __future__ import annotations
+
+from harness.report.tables import console, table
+
+
+def _lead(r: dict) -> list:
+    c = r["case"]
+    return [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"], r["workload"],
+            r["subject"]]
+
+
+def _num(v, fmt: str = ",.1f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
+    """Print the rows' tables; ``specs[0]`` is the base of the "time vs base" column."""
+    out = out or console()
+    lead = ["bs", "mml", "mns", "overrides", "workload", "subject"]
+    for r in rows:
+        where = " ".join(map(str, _lead(r)))
+        if "skipped" in r:
+            out.print(f"[yellow]skipped[/] {where}: {r['skipped']}", highlight=False)
+        if "wrong" in r:
+            out.print(f"[bold red]WRONG[/] {where}: {r['wrong']}", highlight=False)
+    graph_rows = [r for r in rows if "graphs" in r]
+    if graph_rows:
+        body = []
+        for r in graph_rows:
+            g = r["graphs"]
+            secs = ("-" if g["compile_seconds_mean"] is None else
+                    f"{g['compile_seconds_mean']:.2f} / {g['compile_seconds_max']:.2f}")
+            body.append(_lead(r) + [
+                g["model_keys"], f"{g['graphs']} ({g['expected_graphs']})", g["graphs_warmup"],
+                f"{g['late_compiles']} ({g['expected_late']})", g["fallbacks"] or "-", secs,
+                f"{g['max_abs_error']:.1e}", g["verdict"]])
+        limit = graph_rows[0]["graphs"]["recompile_limit"]
+        out.print(table(
+            f"compiled graphs (backend {opts.backend}, recompile limit {limit}, warmup variants "
+            f"{'recorded' if opts.record_warmup else 'not recorded'})",
+            lead + ["keys", "graphs (model)", "warmup", "late (model)", "fall-backs",
+                    "compile s mean/max", "max err", "= model"], body,
+            caption="keys: distinct compile keys the exact model predicts for the workload; "
+                    "late: graphs compiled after warmup; fall-backs: new keys past Dynamo's "
+                    "recompile limit that ran eagerly (--recompile-limit raises it)"))
+    timed = [r for r in rows if "timing" in r]
+    if not timed:
+        return
+    layers = timed[0]["layout"]["num_layers"]
+    by_case: dict[str, list] = {}
+    for r in timed:
+        c = r["case"]
+        by_case.setdefault(f"bs={c['block_size']} mml={c['max_model_len']} "
+                           f"mns={c['max_num_seqs']} env={c['overrides']}", []).append(r)
+    for label, case_rows in by_case.items():
+        body, notes = [], []
+        for r in case_rows:
+            for s in r["timing"]["shapes"]:
+                st = s["stats"]
+                body.append([
+                    r["workload"], r["subject"], s["path"], s["shape"], s["steps"],
+                    len(s["seq_lens"]), s["launches"], s["iterations_per_layer"],
+                    _num(s["us_per_layer"]), f"{st['relative_spread']:.0%}",
+                    f"{st['ci_low']:,.0f}-{st['ci_high']:,.0f}", _num(s["us_per_token"]),
+                    _num(s["us_per_step"] / 1e3, ",.2f"), _num(s["tokens_per_s"], ",.0f"),
+                    _num(s["kv_gb_per_s"], ".2f"), f"{s['max_abs_error']:.1e}"])
+                notes += [f"{r['subject']} {r['workload']} {s['shape']}: {w}"
+                          for w in s["warnings"]]
+        out.print(table(
+            f"kernel time, {label}, on {dev.description}: {opts.timing}, median of "
+            f"{opts.repeat} samples",
+            ["workload", "subject", "path", "shape", "steps", "seqs", "calls", "iters",
+             "µs/layer", "IQR", "95% CI µs", "µs/token", f"ms/step×{layers}", "tok/s",
+             "KV GB/s", "max err"], body,
+            caption="µs/layer: all kernel calls of one step, one layer; µs/token: per decode "
+                    f"token and layer; ms/step×{layers}: all layers; tok/s: decode tokens per "
+                    "second of whole steps; max err: vs the oracle on real rows"))
+        for note in notes:
+            out.print(f"[yellow]warning[/] {note}", highlight=False)
+    body = []
+    base = {}
+    for r in timed:
+        t = r["timing"]
+        key = (str(r["case"]), r["workload"])
+        ratio = "-"
+        if r["subject"] == specs[0]:
+            base[key] = t["workload_us_per_token"]
+        elif base.get(key) and t["workload_us_per_token"]:
+            ratio = f"{t['workload_us_per_token'] / base[key]:.2f}x"
+        body.append(_lead(r) + [f"{t['steps_timed']}/{t['steps']}",
+                                f"{t['timed_shapes']}/{t['distinct_shapes']}",
+                                _num(t["workload_us_per_token"]),
+                                _num(t["workload_tokens_per_s"], ",.0f"), ratio])
+    out.print(table("workload throughput: timed shapes weighted by their steps",
+                    lead + ["steps timed", "shapes timed", "µs/token", "tok/s",
+                            "time vs base" if len(specs) == 2 else "-"], body))
