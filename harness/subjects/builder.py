@@ -508,7 +508,8 @@ class BuilderSession:
         decodes = next((i for i, s in enumerate(step) if not s.is_decode), len(step))
         built = getattr(metadata, "num_decode_seqs", None)
         if isinstance(built, int) and built < decodes:
-            return f"{len(step) - built} prefill sequence(s) in the batch"
+            prefills = sum(1 for s in step if not s.is_decode)
+            return f"{prefills} prefill sequence(s) in the batch"
         if isinstance(minimum, int) and decodes < minimum:
             return f"{decodes} decode(s) < minimum {minimum}"
         return f"builder declined the batched path ({decodes} leading decodes)"
