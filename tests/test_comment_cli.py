@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.publish.body import MARKER, marker
+from harness.report.marker import MARKER, marker
 from tests.fixtures.fake_github import FakeGitHub
 
 REPO = "torch-spyre/spyre-inference"

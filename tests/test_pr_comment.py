@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 from harness.analyze.compare import add_timings, as_document, compare_subjects
 from harness.matrix import tier_cases
 from harness.measure.compare import check_kernels
-from harness.publish.body import GITHUB_BODY_LIMIT
+from harness.report.fit import GITHUB_BODY_LIMIT
 from harness.report.comparison import FAIL_ON, exit_code
 from harness.report.markdown import render
 from harness.report.markdown_escape import escape

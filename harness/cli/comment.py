@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, with_marker, fit_body, marker
+from harness.report.fit import DEFAULT_POINTER, fit_body
+from harness.report.marker import DEFAULT_KEY, marker, with_marker
 
 EPILOG = """\
 token (only --post uses one): SPYRE_BENCH_GITHUB_TOKEN, else GITHUB_TOKEN. In GitHub Actions pass
