@@ -77,7 +77,7 @@ def _warn_off_branch(measured: set[str], on_branch: set[str], repo: Path, branch
 
 
 def run(args) -> int:
-    from harness.analyze.changepoints import issue_markdown
+    from harness.report.issues import issue_markdown
     from harness.report.tables import console, table
     frame, regressions, _ = detect_regressions(args.results_dir, args.repo, args.branch,
                                                args.machine)

@@ -65,3 +65,13 @@ def with_marker(body: str, key: str = DEFAULT_KEY) -> str:
     lines = [line for line in body.split("\n") if not _ANY_MARKER_LINE.fullmatch(line)]
     text = _ANY_MARKER_START.sub("&lt;!--", "\n".join(lines)).lstrip("\n")
     return f"{marker(key)}\n{text}"
+
+
+def regression_marker(key: str) -> str:
+    """The hidden first line of a regression's GitHub issue, e.g.
+    ``<!-- spyre-bench:regression 1a2b3c4d..5e6f7a8b -->`` (``Regression.key``).
+
+    Unversioned, and kept in exactly this form: the nightly workflow finds an issue to update by
+    matching it (.github/workflows/nightly.yml).
+    """
+    return f"<!-- spyre-bench:regression {key} -->"
