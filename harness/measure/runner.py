@@ -32,7 +32,7 @@ from harness.measure.device import Device
 from harness.measure.inputs import (
     DEFAULT_MAX_CACHE_BYTES, StepCalls, Workspace, check_generation,
 )
-from harness.measure.kernels import attend_sequence
+from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.timing import UNSTABLE_SPREAD, measure
 from harness.model.cost import step_cost
