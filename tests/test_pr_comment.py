@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from harness.analyze.compare import add_timings, as_document, compare_subjects
+from harness.analyze.comparison import add_timings, as_document
+from harness.analyze.subjects_now import compare_subjects
 from harness.matrix import tier_cases
 from harness.measure.compare import check_kernels
 from harness.report.fit import GITHUB_BODY_LIMIT

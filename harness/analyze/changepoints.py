@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from asv import step_detect
 
-from harness.analyze.compare import case_label
+from harness.analyze.comparison import case_label
 from harness.metrics import format_value
 from harness.registry import is_exact, lookup
 

@@ -101,7 +101,8 @@ def body_source(args) -> str:
     if args.body_file is not None:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
-        from harness.analyze.compare import as_document, compare_stored
+        from harness.analyze.comparison import as_document
+        from harness.analyze.stored import compare_stored
         from harness.cli.history import warn
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)

@@ -11,7 +11,7 @@ needs to know, and a wrong kernel's timings mean nothing.
 
 from __future__ import annotations
 
-from harness.analyze.compare import Comparison, add_timings
+from harness.analyze.comparison import Comparison, add_timings
 from harness.errors import HarnessError
 from harness.measure import probes
 from harness.measure.device import HostLoad, select

@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 
-from harness.analyze.compare import Comparison, Side
+from harness.analyze.comparison import Comparison, Side
 from harness.measure.compare import time_subjects
 from harness.subjects import resolve_subject
 

@@ -1,0 +1,68 @@
+"""Compare two subjects computed now: exact figures and ladders, config by config.
+
+No stored results needed: both sides are evaluated here (harness.evaluate), so a PR's head can be
+compared with its base before anything is measured or stored. Kernel checks and timings of the
+same two subjects are measured apart (harness.measure.compare) and added to the same Comparison.
+"""
+
+from __future__ import annotations
+
+from harness.analyze.comparison import (
+    CASE_FIELDS, LADDER_AXES, Comparison, LadderChange, Side, number_or_none, case_label,
+)
+from harness.evaluate import config_figures, workload_figures
+from harness.matrix import Case
+from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
+from harness.subjects.base import Subject
+from harness.workloads import WorkloadSpec
+
+
+def _exact_rows(figures: dict, names) -> dict[str, float | None]:
+    return {name: number_or_none(figures.get(name)) for name in names}
+
+
+def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict,
+                    metrics) -> None:
+    """Add the exact and ladder differences of one config (or config × workload) pair."""
+    what = case_label(params)
+    if "skipped" in head and "skipped" not in base:
+        comparison.lost.append((what, head["skipped"]))
+        return
+    for side, fig in (("base", base), ("head", head)):
+        if "skipped" in fig:
+            comparison.skipped.append((f"{what} ({side})", fig["skipped"]))
+    if "skipped" in base or "skipped" in head:
+        return
+    b, h = _exact_rows(base, metrics), _exact_rows(head, metrics)
+    for name in metrics:
+        comparison.add_exact(name, params, b[name], h[name])
+    if "ladders" in base:
+        for axis in LADDER_AXES:
+            lb, lh = base["ladders"].get(axis), head["ladders"].get(axis)
+            if lb != lh:
+                comparison.ladders.append(LadderChange(params, axis, lb, lh))
+
+
+def compare_subjects(base: Subject, head: Subject, cases: list[Case],
+                     workloads: list[WorkloadSpec], **kwargs) -> Comparison:
+    """Exact comparison of two subjects computed now (no stored results needed)."""
+    comparison = Comparison(Side(base.spec, _commit(base)), Side(head.spec, _commit(head)),
+                            **kwargs)
+    for case in cases:
+        key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
+        comparison.configs.append(key)
+        comparison.envs[case.overrides_name] = case.overrides.as_env()
+        compare_figures(comparison, key, config_figures(base, case), config_figures(head, case),
+                        list(CONFIG_METRICS))
+        wb = workload_figures(base, case, workloads)
+        wh = workload_figures(head, case, workloads)
+        for name in wb:
+            compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
+                            list(WORKLOAD_METRICS))
+    return comparison
+
+
+def _commit(subject: Subject) -> str | None:
+    identity = subject.identity
+    return identity if len(identity) == 40 and all(c in "0123456789abcdef" for c in identity) \
+        else None
