@@ -17,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness.analyze.comparison import add_timings, as_document
-from harness.analyze.subjects_now import compare_subjects
+from harness.analyze.subjects_now import add_kernel_run, compare_subjects
 from harness.matrix import tier_cases
 from harness.measure.compare import check_kernels
 from harness.report.fit import GITHUB_BODY_LIMIT
@@ -43,7 +43,7 @@ def document(repo, base, head, cases=None, workloads=None, oracle=False) -> dict
     b, h = resolve_subject(repo.spec(base)), resolve_subject(repo.spec(head))
     c = compare_subjects(b, h, cases or tier_cases("quick"), specs(workloads))
     if oracle:
-        check_kernels(c, b, h, device="cpu")
+        add_kernel_run(c, check_kernels(b, h, device="cpu"))
     doc = as_document(c)
     validate(doc)
     return doc

@@ -7,14 +7,20 @@ same two subjects are measured apart (harness.measure.compare) and added to the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.analyze.comparison import (
-    CASE_FIELDS, LADDER_AXES, Comparison, LadderChange, Side, number_or_none, case_label,
+    CASE_FIELDS, LADDER_AXES, Comparison, LadderChange, Side, add_timings, case_label,
+    number_or_none,
 )
 from harness.evaluate import config_figures, workload_figures
 from harness.matrix import Case
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
+
+if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
+    from harness.measure.compare import KernelRun
 
 
 def _exact_rows(figures: dict, names) -> dict[str, float | None]:
@@ -66,3 +72,23 @@ def _commit(subject: Subject) -> str | None:
     identity = subject.identity
     return identity if len(identity) == 40 and all(c in "0123456789abcdef" for c in identity) \
         else None
+
+
+def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
+    """Add what harness.measure.compare found (oracle, mismatches, timings) and judge it."""
+    from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
+    comparison.mismatches += run.mismatches
+    comparison.lost += run.lost
+    comparison.skipped += run.skipped
+    comparison.oracle = run.oracle
+    comparison.base.device = comparison.head.device = run.device
+    if not run.timed:
+        return
+    add_timings(comparison, run.timings)
+    comparison.timings_measured = True
+    comparison.timing_notes.append("base and head measured interleaved on this machine")
+    if run.busiest_cores > BUSY_HOST_CORES:
+        comparison.timing_advisory = True
+        comparison.timing_notes.append(
+            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing; "
+            "verdicts are advisory (rerun on a quiet machine)")

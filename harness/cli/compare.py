@@ -130,12 +130,11 @@ def comparison_from_args(args):
         args.tier = "quick"
     comparison = compare_subjects(base, head, options.cases(args), options.workloads(args),
                                   **_judging(args))
-    if args.timings:
-        from harness.measure.compare import time_subjects
-        time_subjects(comparison, base, head)
-    elif args.oracle:
-        from harness.measure.compare import check_kernels
-        check_kernels(comparison, base, head)
+    if args.timings or args.oracle:
+        from harness.analyze.subjects_now import add_kernel_run
+        from harness.measure.compare import check_kernels, time_subjects
+        measured = time_subjects if args.timings else check_kernels
+        add_kernel_run(comparison, measured(base, head))
     return comparison
 
 
