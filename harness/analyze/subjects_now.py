@@ -49,6 +49,21 @@ def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict
                 comparison.ladders.append(LadderChange(params, axis, lb, lh))
 
 
+def changed_fields(base: dict, head: dict, fields) -> list[str]:
+    """Which of ``fields`` (figure names, ``ladders.<axis>``) differ between two figure dicts.
+
+    The tables' "changed" column, found by :func:`compare_figures` itself so a table and the
+    comparison never disagree. A skip on either side is ``["skipped"]``, unless both sides
+    skipped for the same reason.
+    """
+    if "skipped" in base or "skipped" in head:
+        return [] if base.get("skipped") == head.get("skipped") else ["skipped"]
+    found = Comparison(Side("base"), Side("head"))
+    compare_figures(found, {}, base, head, [f for f in fields if not f.startswith("ladders.")])
+    differ = {e.metric for e in found.exact} | {f"ladders.{ld.axis}" for ld in found.ladders}
+    return [f for f in fields if f in differ]
+
+
 def compare_subjects(base: Subject, head: Subject, cases: list[Case],
                      workloads: list[WorkloadSpec], **kwargs) -> Comparison:
     """Exact comparison of two subjects computed now (no stored results needed)."""
