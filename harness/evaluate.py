@@ -6,6 +6,7 @@ its ``workload_costs`` (the path, buckets, iterations, padding and transfers of 
 the reference computes with the pure-Python model and a spyre-inference commit with its own
 metadata builder. A subject or config that cannot be evaluated becomes a row with ``skipped`` and
 the reason, never a crash, never a zero and never the model standing in for a real commit.
+Comparing two subjects' figures is harness.analyze.subjects_now's (one path for every caller).
 """
 
 from __future__ import annotations
@@ -64,9 +65,3 @@ def field(figures: dict, name: str):
         figures = figures.get(part)
     return figures
 
-
-def changed(base: dict, head: dict, fields) -> list[str]:
-    """Fields whose exact values differ between two figure dicts (skips compare as changed)."""
-    if "skipped" in base or "skipped" in head:
-        return [] if base.get("skipped") == head.get("skipped") else ["skipped"]
-    return [f for f in fields if field(base, f) != field(head, f)]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.publish.body import MARKER, marker
+from harness.report.marker import MARKER, marker
 from tests.fixtures.fake_github import FakeGitHub
 
 REPO = "torch-spyre/spyre-inference"
@@ -141,7 +141,8 @@ def test_posting_needs_only_the_hash_pinned_packages(fake, tmp_path):
     """The privileged workflows install only requirements/post.txt (urllib3, rich, markdown-it-py
     and their own dependencies) and run spyre-bench from its checkout: validating, rendering and
     posting a comparison document must import nothing else outside the standard library."""
-    from harness.analyze.compare import as_document, compare_subjects
+    from harness.analyze.comparison import as_document
+    from harness.analyze.subjects_now import compare_subjects
     from harness.matrix import tier_cases
     from harness.subjects import resolve_subject
     from harness.workloads import specs

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from harness.analyze.compare import Comparison, Side, as_document
+from harness.analyze.comparison import Comparison, Side, as_document
 from harness.report.comparison import FAIL_ON, exit_code
 from harness.report.findings import change, change_with_factor, findings, headline, status
 from harness.report.markdown import render

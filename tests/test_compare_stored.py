@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from harness.analyze.compare import compare_stored
+from harness.analyze.stored import compare_stored
 from harness.store.history import load_history
 from tests.test_history import write_results
 
@@ -116,6 +116,6 @@ def test_a_figure_the_head_no_longer_records_is_lost(tmp_path):
     frame = results_apart(tmp_path, head_nb=(5, math.nan))
     c = compare_stored(frame, A, B)
     assert c.lost and "head skipped" in c.lost[0][1]
-    from harness.analyze.compare import as_document
+    from harness.analyze.comparison import as_document
     from harness.report.comparison import FAIL_ON, exit_code
     assert exit_code(as_document(c), set(FAIL_ON)) == 1

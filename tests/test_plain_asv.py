@@ -50,7 +50,7 @@ def plain(spyre_repo, tmp_path_factory):
 
 
 def _stored(results_dir, machine="ci-box"):
-    from asv.results import Results, iter_results_for_machine
+    from asv.results import iter_results_for_machine
     out = {}
     for r in iter_results_for_machine(str(results_dir), machine):
         for key in r.get_all_result_keys():

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from harness.analyze.compare import add_timings, as_document, compare_subjects
+from harness.analyze.comparison import add_timings, as_document
+from harness.analyze.subjects_now import add_kernel_run, compare_subjects
 from harness.matrix import TIERS, tier_cases
 from harness.measure.compare import check_kernels
-from harness.publish.body import GITHUB_BODY_LIMIT
+from harness.report.fit import GITHUB_BODY_LIMIT
 from harness.report.comparison import FAIL_ON, exit_code
 from harness.report.markdown import render
 from harness.report.markdown_escape import escape
@@ -44,7 +45,7 @@ def document(repo, base, head, cases=None, workloads=None, oracle=False) -> dict
     c = compare_subjects(b, h, cases or tier_cases("quick"),
                          specs(workloads, steps=TIERS["quick"].steps))
     if oracle:
-        check_kernels(c, b, h, device="cpu")
+        add_kernel_run(c, check_kernels(b, h, device="cpu"))
     doc = as_document(c)
     validate(doc)
     return doc

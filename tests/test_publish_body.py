@@ -5,8 +5,8 @@ from markdown_it import MarkdownIt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.publish.body import (GITHUB_BODY_LIMIT, MARKER, with_marker, fit_body, has_marker,
-                                  marker)
+from harness.report.fit import GITHUB_BODY_LIMIT, fit_body
+from harness.report.marker import MARKER, has_marker, marker, with_marker
 
 
 def test_marker_is_an_html_comment_line_per_key():

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from harness.publish.body import has_marker, marker
+from harness.report.marker import has_marker, marker
 from harness.publish.github import GitHub, PublishError, RetryPolicy
 from tests.fixtures.fake_github import FakeGitHub
 

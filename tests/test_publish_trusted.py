@@ -14,9 +14,10 @@ import sys
 import pytest
 from markdown_it import MarkdownIt
 
-from harness.analyze.compare import as_document, compare_subjects
+from harness.analyze.comparison import as_document
+from harness.analyze.subjects_now import compare_subjects
 from harness.matrix import tier_cases
-from harness.publish.body import has_marker, marker
+from harness.report.marker import has_marker, marker
 from harness.report.schema import SchemaError, load_document, validate
 from harness.subjects import resolve_subject
 from harness.workloads import specs

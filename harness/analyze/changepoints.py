@@ -7,7 +7,8 @@ decides, with the threshold asv.conf.json's ``regressions_thresholds`` gives the
 largest matching one, as ``asv publish`` does).
 
 Change points at the same commit range are one *regression*: what a GitHub issue is opened for,
-naming the first bad commit measured and every commit the change could be in.
+naming the first bad commit measured and every commit the change could be in. This module returns
+them as data; the issue's markdown is harness.report.issues'.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 
 from asv import step_detect
 
-from harness.analyze.compare import case_label
 from harness.metrics import format_value
 from harness.registry import is_exact, lookup
 
@@ -140,27 +140,3 @@ def group(points: list[ChangePoint], between=None) -> list[Regression]:
     for r in out.values():
         r.candidates = between(r.last_good, r.first_bad) if between else [r.first_bad]
     return list(out.values())
-
-
-def issue_markdown(r: Regression, repo_url: str | None = None) -> str:
-    """The body of the GitHub issue for one regression (marker first: updated, not repeated)."""
-    from harness.report.markdown_escape import code, escape
-    link = (lambda c: f"[{c[:12]}]({repo_url.rstrip('/')}/commit/{c})") if repo_url else \
-        (lambda c: code(c[:12]))
-    lines = [f"<!-- spyre-bench:regression {r.key} -->",
-             f"### {'Exact figures' if r.kind == 'exact' else 'Timings'} changed in "
-             f"{link(r.first_bad)}", "",
-             f"First bad commit measured: {link(r.first_bad)}; last good: {link(r.last_good)}.",
-             f"The change is in one of these {len(r.candidates)} commit(s): "
-             + ", ".join(link(c) for c in r.candidates) + "."]
-    if len(r.candidates) > 1:
-        lines.append(f"Pin it: `spyre-bench bisect --repo <spyre-inference> {r.last_good[:12]} "
-                     f"{r.first_bad[:12]} --bench '<benchmark regex>'`.")
-    lines += ["", "| series | machine | before → after | |", "| --- | --- | --- | --- |"]
-    for p in sorted(r.points, key=lambda p: (p.direction != "worse", p.benchmark))[:100]:
-        lines.append(f"| {escape(p.benchmark)} {escape(case_label(p.params))} | "
-                     f"{escape(p.machine)} | {escape(p.change_text())} | "
-                     f"{p.direction} |")
-    if len(r.points) > 100:
-        lines.append(f"| … {len(r.points) - 100} more series | | | |")
-    return "\n".join(lines) + "\n"

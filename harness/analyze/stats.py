@@ -5,6 +5,9 @@ is a regression (or improvement) only when the median ratio is past ``factor`` A
 Mann-Whitney U test on the raw samples rejects "same distribution" at ``alpha``. It is "no
 change" only when the bootstrap interval of the ratio (``scipy.stats.bootstrap``) lies inside
 [1/factor, factor]. Anything else is "inconclusive", with what would settle it.
+
+numpy and scipy are imported by the functions that use them: a Comparison (which names this
+module's defaults) is also built for exact figures only, and those commands stay light.
 """
 
 from __future__ import annotations
@@ -12,9 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import median
-
-import numpy as np
-from scipy import stats
 
 from harness.measure.settings import UNSTABLE_SPREAD
 
@@ -38,6 +38,7 @@ class Verdict:
 
 def spread(samples) -> float:
     """IQR / median: the relative noise of one series."""
+    import numpy as np
     q25, q50, q75 = np.percentile(samples, [25, 50, 75])
     return float((q75 - q25) / q50) if q50 else math.inf
 
@@ -45,6 +46,9 @@ def spread(samples) -> float:
 def ratio_interval(base, head, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Bootstrap 95% interval of median(head)/median(base), each side resampled on its own
     (percentile method; seeded: same input, same answer)."""
+    import numpy as np
+    from scipy import stats
+
     def ratio(b, h, axis=-1):
         return np.median(h, axis=axis) / np.median(b, axis=axis)
 
@@ -63,6 +67,8 @@ def judge(base, head, factor: float = DEFAULT_FACTOR, alpha: float = DEFAULT_ALP
         return Verdict("inconclusive", _ratio(base, head), (math.nan, math.nan), math.nan,
                        f"need samples on both sides (have {len(base)} and {len(head)}): "
                        "run with --record-samples or more repeats")
+    from scipy import stats
+
     r = _ratio(base, head)
     ci = ratio_interval(base, head)
     p = float(stats.mannwhitneyu(base, head, alternative="two-sided").pvalue)

@@ -36,9 +36,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.analyze.changepoints import issue_markdown
     from harness.analyze.regressions import detect_regressions
     from harness.cli.common import warn
+    from harness.report.issues import issue_markdown
     from harness.report.tables import console, table
     frame, regressions, _ = detect_regressions(args.results_dir, args.repo, args.branch,
                                                args.machine, warn)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.publish.body import DEFAULT_KEY, DEFAULT_POINTER, with_marker, fit_body, marker
+from harness.report.fit import DEFAULT_POINTER, fit_body
+from harness.report.marker import DEFAULT_KEY, marker, with_marker
 
 EPILOG = """\
 token (only --post uses one): SPYRE_BENCH_GITHUB_TOKEN, else GITHUB_TOKEN. In GitHub Actions pass
@@ -100,7 +101,8 @@ def body_source(args) -> str:
     if args.body_file is not None:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
-        from harness.analyze.compare import as_document, compare_stored
+        from harness.analyze.comparison import as_document
+        from harness.analyze.stored import compare_stored
         from harness.cli.common import warn
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)

@@ -110,7 +110,8 @@ def _judging(args) -> dict:
 
 def comparison_from_args(args):
     """The Comparison the arguments describe (shared with ``spyre-bench comment``)."""
-    from harness.analyze import compare
+    from harness.analyze.stored import compare_stored
+    from harness.analyze.subjects_now import compare_subjects
     if args.commits and (args.base or args.head or args.subject):
         raise ConfigError("give either BASE HEAD commits or --base/--head subjects, not both")
     if args.commits:
@@ -119,30 +120,28 @@ def comparison_from_args(args):
         from harness.cli.common import warn
         from harness.store.history import load_history_quietly
         frame = load_history_quietly(args.results_dir, warn)
-        return compare.compare_stored(frame, *args.commits, machine=args.machine,
-                                      env_name=args.env_name,
-                                      allow_cross_machine=args.allow_cross_machine,
-                                      **_judging(args))
+        return compare_stored(frame, *args.commits, machine=args.machine,
+                              env_name=args.env_name,
+                              allow_cross_machine=args.allow_cross_machine, **_judging(args))
     if not (args.base and args.head):
         raise ConfigError("name the sides: BASE HEAD commits, or --base SPEC --head SPEC")
     base, head = options.subjects(args)
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
-    comparison = compare.compare_subjects(base, head, options.cases(args),
-                                          options.workloads(args), **_judging(args))
-    if args.timings:
-        from harness.measure.compare import time_subjects
-        time_subjects(comparison, base, head)
-    elif args.oracle:
-        from harness.measure.compare import check_kernels
-        check_kernels(comparison, base, head)
+    comparison = compare_subjects(base, head, options.cases(args), options.workloads(args),
+                                  **_judging(args))
+    if args.timings or args.oracle:
+        from harness.analyze.subjects_now import add_kernel_run
+        from harness.measure.compare import check_kernels, time_subjects
+        measured = time_subjects if args.timings else check_kernels
+        add_kernel_run(comparison, measured(base, head))
     return comparison
 
 
 def document_of(comparison, args) -> dict:
     """The comparison document, with the expected-changes file applied when one is given."""
     from harness.analyze import expected
-    from harness.analyze.compare import as_document
+    from harness.analyze.comparison import as_document
     doc = as_document(comparison)
     if getattr(args, "expected", None) is not None:
         expected.apply(doc, expected.load(args.expected), str(args.expected))

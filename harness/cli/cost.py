@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
 from harness.errors import NothingComputed
-from harness.evaluate import changed, workload_figures
+from harness.evaluate import workload_figures
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
 from harness.report.tables import cell, console, print_json, table
@@ -65,7 +66,8 @@ def _rows(case, specs, per_subject, n_subjects) -> list[dict]:
         figures = {s: per_subject[s][spec.name] for s in per_subject}
         row = {"case": case.key(), "workload": spec.name, "subjects": figures}
         if n_subjects == 2:
-            row["changed"] = changed(*figures.values(), list(WORKLOAD_METRICS) + ["paths"])
+            row["changed"] = changed_fields(*figures.values(),
+                                            list(WORKLOAD_METRICS) + ["paths"])
         rows.append(row)
     return rows
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
 from harness.errors import NothingComputed
-from harness.evaluate import changed, config_figures, field
+from harness.evaluate import config_figures, field
 from harness.metrics import CONFIG_METRICS
 from harness.report.tables import cell, console, print_json, table
 
@@ -45,7 +46,7 @@ def run(args) -> int:
         figures = {s.spec: config_figures(s, case) for s in subjects}
         row = {"case": case.key(), "subjects": figures}
         if len(subjects) == 2:
-            row["changed"] = changed(*figures.values(), fields)
+            row["changed"] = changed_fields(*figures.values(), fields)
         rows.append(row)
     if args.json:
         print_json(rows)

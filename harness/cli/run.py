@@ -175,7 +175,7 @@ def _summary(out, reports, results_dir: Path) -> None:
 
 
 def _compare(out, results_dir: Path, base: str, head: str, machine: str, env: str) -> None:
-    from harness.analyze.compare import compare_stored
+    from harness.analyze.stored import compare_stored
     from harness.report.comparison import render_terminal
     from harness.store.history import load_history_quietly
     frame = load_history_quietly(results_dir)

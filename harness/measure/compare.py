@@ -7,69 +7,94 @@ drift and neighbours' load hit both alike. The raw samples go to harness.analyze
 Every probe's output is checked against the float64 oracle before and after timing. A mismatch is
 a finding (the head, or base, computes the wrong thing), never a skip: it is what a reviewer most
 needs to know, and a wrong kernel's timings mean nothing.
+
+What is measured comes back as plain data (:class:`KernelRun`); harness.analyze.subjects_now adds
+it to a Comparison and judges the timings.
 """
 
 from __future__ import annotations
 
-from harness.analyze.compare import Comparison, add_timings
+from dataclasses import dataclass, field
+
 from harness.errors import HarnessError
 from harness.measure import probes
 from harness.measure.device import HostLoad, select
 from harness.measure.oracle import KernelMismatch
-from harness.measure.timing import BUSY_HOST_CORES, calibrate
+from harness.measure.timing import calibrate
 from harness.subjects.base import Subject
 
 BENCHMARK = "kernel.Decode.time_layer"
 
 
-def _prepare_sides(comparison: Comparison, probe, base: Subject, head: Subject, dev):
+@dataclass
+class KernelRun:
+    """What checking (and timing) base and head kernels found, before any judging."""
+
+    device: str
+    #: (probes whose output matched the oracle, probes checked).
+    oracle: tuple[int, int] = (0, 0)
+    #: (what, reason): an output the oracle rejected (the kernel is wrong).
+    mismatches: list[tuple[str, str]] = field(default_factory=list)
+    #: (what, reason): a probe the base ran and the head could not.
+    lost: list[tuple[str, str]] = field(default_factory=list)
+    #: (what, reason): a probe neither side could run, or the base could not.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Whether timings were taken at all (False: the oracle check only).
+    timed: bool = False
+    #: (benchmark, params, unit, base samples, head samples), interleaved, seconds a call.
+    timings: list[tuple] = field(default_factory=list)
+    #: The most cores other processes used while any probe was timed.
+    busiest_cores: float = 0.0
+
+
+def _prepare_sides(run: KernelRun, probe, base: Subject, head: Subject, dev):
     """Both sides of one probe, oracle-checked; None (recorded as mismatch/skip) when unusable."""
     sides = []
     for side, subject in (("base", base), ("head", head)):
         try:
             sides.append(probes.prepare(probe, subject, dev))
         except KernelMismatch as exc:
-            comparison.mismatches.append((f"probe {probe.name} ({side})", str(exc)))
+            run.mismatches.append((f"probe {probe.name} ({side})", str(exc)))
             return None
         except HarnessError as exc:
             what = f"{BENCHMARK} probe {probe.name}"
             if side == "head" and sides:
-                comparison.lost.append((what, str(exc)))
+                run.lost.append((what, str(exc)))
             else:
-                comparison.skipped.append((what, str(exc)))
+                run.skipped.append((what, str(exc)))
             return None
     return sides
 
 
-def check_kernels(comparison: Comparison, base: Subject, head: Subject, tier: str = "quick",
-                  device: str = "auto") -> None:
+def check_kernels(base: Subject, head: Subject, tier: str = "quick",
+                  device: str = "auto") -> KernelRun:
     """Run every probe of ``tier`` once per side against the oracle (no timing)."""
     dev = select(device)
     dev.prepare()
+    run = KernelRun(dev.name)
     checked = matched = 0
     for probe in probes.TIERS[tier]:
-        before = len(comparison.mismatches)
-        sides = _prepare_sides(comparison, probe, base, head, dev)
-        if sides is not None or len(comparison.mismatches) > before:
+        before = len(run.mismatches)
+        sides = _prepare_sides(run, probe, base, head, dev)
+        if sides is not None or len(run.mismatches) > before:
             checked += 1
             matched += sides is not None
-    comparison.oracle = (matched, checked)
-    comparison.base.device = comparison.head.device = dev.name
+    run.oracle = (matched, checked)
+    return run
 
 
-def time_subjects(comparison: Comparison, base: Subject, head: Subject, tier: str = "quick",
-                  rounds: int = 15, device: str = "auto", min_sample_s: float = 5e-3) -> None:
-    """Add the oracle check and interleaved timings of every probe of ``tier``."""
+def time_subjects(base: Subject, head: Subject, tier: str = "quick", rounds: int = 15,
+                  device: str = "auto", min_sample_s: float = 5e-3) -> KernelRun:
+    """The oracle check and interleaved timings of every probe of ``tier``."""
     dev = select(device)
     dev.prepare()
-    rows = []
+    run = KernelRun(dev.name, timed=True)
     checked = matched = 0
-    busiest = 0.0
     for probe in probes.TIERS[tier]:
-        before = len(comparison.mismatches)
-        sides = _prepare_sides(comparison, probe, base, head, dev)
+        before = len(run.mismatches)
+        sides = _prepare_sides(run, probe, base, head, dev)
         if sides is None:
-            checked += len(comparison.mismatches) > before
+            checked += len(run.mismatches) > before
             continue
         checked += 1
         number = max(calibrate(dev, p.run_layer, min_sample_s) for p in sides)
@@ -80,22 +105,14 @@ def time_subjects(comparison: Comparison, base: Subject, head: Subject, tier: st
                 for i in order:
                     seconds, _ = dev.elapsed(sides[i].run_layer, number)
                     samples[i].append(seconds / number)
-        busiest = max(busiest, load.others_cores or 0.0)
+        run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
         try:
             for p in sides:
                 p.check()  # the last timed state is still right
         except KernelMismatch as exc:
-            comparison.mismatches.append((f"probe {probe.name} (after timing)", str(exc)))
+            run.mismatches.append((f"probe {probe.name} (after timing)", str(exc)))
             continue
         matched += 1
-        rows.append((BENCHMARK, {"probe": probe.name}, "seconds", *samples))
-    add_timings(comparison, rows)
-    comparison.timings_measured = True
-    comparison.oracle = (matched, checked)
-    comparison.timing_notes.append("base and head measured interleaved on this machine")
-    if busiest > BUSY_HOST_CORES:
-        comparison.timing_advisory = True
-        comparison.timing_notes.append(
-            f"busy host: other processes used {busiest:.2f} cores while timing; verdicts are "
-            "advisory (rerun on a quiet machine)")
-    comparison.base.device = comparison.head.device = dev.name
+        run.timings.append((BENCHMARK, {"probe": probe.name}, "seconds", *samples))
+    run.oracle = (matched, checked)
+    return run

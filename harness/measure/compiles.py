@@ -32,7 +32,7 @@ from harness.errors import HarnessError
 from harness.generations import Generation
 from harness.measure.device import Device
 from harness.measure.inputs import BatchedCall, Workspace, check_generation
-from harness.measure.kernels import attend_sequence
+from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import check_call
 from harness.model.cost import workload_cost
 from harness.model.dispatch import CompileKey

@@ -14,7 +14,7 @@ from harness.config import BATCHED_DECODE, EngineConfig, Overrides
 from harness.errors import HarnessError
 from harness.generations import Generation
 from harness.measure.inputs import StepCalls, Workspace, check_generation
-from harness.measure.kernels import attend_sequence
+from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import check_step
 from harness.subjects.base import Subject
 from harness.workloads import parse_step

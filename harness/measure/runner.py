@@ -28,7 +28,7 @@ from harness.errors import HarnessError
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
 from harness.measure.inputs import StepCalls, Workspace, check_generation
-from harness.measure.kernels import attend_sequence
+from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.settings import KernelOptions
 from harness.measure.timing import measure

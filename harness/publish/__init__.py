@@ -1,11 +1,6 @@
 """Publishing results where people read them: the sticky PR comment on GitHub.
 
-``body`` holds the pure string side (the hidden marker, GitHub's size limit) that renderers call;
-``github`` the REST client that creates or updates the comment.
+``github`` is the REST client that creates or updates the comment. What the body says, its hidden
+marker and its size guard are rendering facts: they live below, in ``harness.report`` (``marker``,
+``fit``), and are imported from there.
 """
-
-from harness.publish.body import (DEFAULT_KEY, GITHUB_BODY_LIMIT, MARKER, with_marker, fit_body,
-                                  has_marker, marker)
-
-__all__ = ["DEFAULT_KEY", "GITHUB_BODY_LIMIT", "MARKER", "with_marker", "fit_body", "has_marker",
-           "marker"]

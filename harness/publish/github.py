@@ -15,7 +15,7 @@ underneath requests and PyGithub alike; we use it with its own retries off and o
 - 401, other 403s, 404, 422: no retry, one line naming the repository and the PR (``PublishError``,
   a HarnessError: the CLI prints it and exits 2). The token never appears in a message or a log.
 
-Which comment is ours: a comment with our marker line (see ``harness.publish.body``) whose author
+Which comment is ours: a comment with our marker line (see ``harness.report.marker``) whose author
 is the token's own account (``GET /user``). Installation tokens cannot read ``/user``; then the
 author must be ``github-actions[bot]`` (the Actions ``GITHUB_TOKEN``'s account) and a Bot, unless
 ``author=`` names the account (a GitHub App's ``<slug>[bot]``). Another bot's marked comment, or
@@ -43,7 +43,8 @@ import urllib3
 
 from harness import __version__
 from harness.errors import HarnessError
-from harness.publish.body import DEFAULT_KEY, GITHUB_BODY_LIMIT, with_marker, has_marker
+from harness.report.fit import GITHUB_BODY_LIMIT
+from harness.report.marker import DEFAULT_KEY, has_marker, with_marker
 
 TOKEN_VARS = ("SPYRE_BENCH_GITHUB_TOKEN", "GITHUB_TOKEN")
 API_URL_VAR = "GITHUB_API_URL"

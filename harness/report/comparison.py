@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness.analyze.compare import _SHORT, Comparison, ExactChange, case_label
+from harness.analyze.comparison import _SHORT, Comparison, ExactChange, case_label
 from harness.metrics import METRICS, format_value, ladder_text
 
 
@@ -157,7 +157,7 @@ def render_findings(doc: dict, out) -> None:
 def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20,
                     doc: dict | None = None) -> None:
     """Findings first (from ``doc``, the comparison's document), then the tables."""
-    from harness.analyze.compare import as_document
+    from harness.analyze.comparison import as_document
     from harness.report.tables import table
     out.print(f"{c.base.label} (base) → {c.head.label} (head)", markup=False)
     render_findings(doc if doc is not None else as_document(c), out)

@@ -5,7 +5,7 @@ nothing written where PR code ran reaches GitHub as markdown. Order is what a re
 the verdict, the truth line (what was compared, oracle, timings), one ranked line per finding
 (``harness.report.findings``); every full table is folded below. An unchanged comparison is a few
 lines. Every string from the document goes through ``escape`` or ``code``. The hidden marker is
-not added here: the publisher adds it, in one place (``harness.publish.body.with_marker``).
+not added here: the publisher adds it, in one place (``harness.report.marker.with_marker``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from statistics import median
 
 from harness import __version__
 from harness.metrics import METRICS, format_value
-from harness.publish.body import GITHUB_BODY_LIMIT, fit_body
+from harness.report.fit import GITHUB_BODY_LIMIT, fit_body
 from harness.report.findings import (
     AXIS_ORDER, COMPILES, change, findings, headline, ladder, status,
 )

@@ -1,6 +1,6 @@
 """The comparison document's strict schema, and its validator (no third-party imports).
 
-The document (``harness.analyze.compare.as_document``) is written by a job that ran PR code, so the
+The document (``harness.analyze.comparison.as_document``) is written by a job that ran PR code, so the
 privileged job that posts treats it as hostile data: every object has exactly the keys listed, every
 string a bounded length (and names a pattern), every list a bounded size, numbers are finite. A
 document that does not fit is refused whole, with the path of the first offence. Validation decides

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.analyze.changepoints import Regression
-from harness.analyze.compare import case_label
+from harness.analyze.comparison import case_label
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 

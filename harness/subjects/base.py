@@ -93,7 +93,7 @@ class Subject(ABC):
         generation is a :class:`~harness.generations.Generation`: A (one block per loop step) or
         B (chunked). Only measurement calls this, so implementations may import torch here, never
         at module level. The argument conventions of both generations are spelled out in
-        harness/measure/kernels.py.
+        harness/subjects/reference_kernels.py.
         """
         return None
 

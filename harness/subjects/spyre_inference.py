@@ -44,7 +44,7 @@ from pathlib import Path
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
 from harness.generations import Generation
-from harness.ladders import Ladder, blocks_ladder, ceil_div, powers_of_two
+from harness.ladders import Ladder, blocks_ladder
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
@@ -52,8 +52,7 @@ from harness.subjects.memo import FIGURES
 from harness.subjects.timeout import SubjectTimeout, bounded
 from harness.subjects.loader import (
     BACKEND_FILE, BACKEND_MODULE, BUCKETER_FILE, BUCKETER_MODULE, ENVS_MODULE, OPS_KERNEL_FILE,
-    OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, backend_standin,
-    isolated, vllm_standins, where,
+    OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, isolated, vllm_standins, where,
 )
 
 BUCKETER_CLASS = "SpyreAttnBucketer"

@@ -14,7 +14,8 @@ import sys
 import time
 from collections import Counter
 
-from harness.analyze.compare import Comparison, Side
+from harness.analyze.comparison import Comparison, Side
+from harness.analyze.subjects_now import add_kernel_run
 from harness.measure.compare import time_subjects
 from harness.subjects import resolve_subject
 
@@ -48,7 +49,7 @@ def main(trials: int = 5) -> None:
         tally: Counter[str] = Counter()
         for _ in range(trials):
             c = Comparison(Side("base"), Side("head"))
-            time_subjects(c, base, Slowed(base, factor))
+            add_kernel_run(c, time_subjects(base, Slowed(base, factor)))
             tally.update(t.verdict.kind for t in c.timings
                          if t.params["probe"] != "small-4x8-per-seq")
         total = sum(tally.values())

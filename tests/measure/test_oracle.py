@@ -8,7 +8,7 @@ import torch
 from harness.matrix import Case
 from harness.measure.device import select
 from harness.measure.inputs import Workspace
-from harness.measure.kernels import (
+from harness.subjects.reference_kernels import (
     ACC, _finish, _initial_state, attend_sequence, batched_decode_chunked,
     batched_decode_per_block,
 )

@@ -1,12 +1,7 @@
-"""The sticky comment's body: its hidden marker and GitHub's size limit.
+"""Cutting a markdown body to GitHub's size limit without breaking what it renders.
 
-Pure string functions (no network, no third-party imports) so the markdown renderer can call them
-without pulling in the HTTP client.
-
-The marker is an HTML comment on a line of its own. It is invisible in the rendered comment, and
-it is what the publisher looks for to update its comment in place. A *key* separates independent
-sticky comments on one PR (the CPU comparison and the hardware run each keep their own); the
-version number lets the format change without orphaning old comments (any version is found).
+Pure string functions (markdown-it only when a body is cut): the renderer sizes its own output
+with them, and the publisher checks a body before it is sent.
 """
 
 from __future__ import annotations
@@ -19,59 +14,7 @@ from functools import lru_cache
 #: 262,144 UTF-8 byte cap third parties have measured on the same endpoints (<= 4 bytes a code point).
 GITHUB_BODY_LIMIT = 65536
 
-DEFAULT_KEY = "pr-comment"
-MARKER_VERSION = 1
 DEFAULT_POINTER = "The comment was cut to fit GitHub's size limit; the full report is in the run's artifacts."
-
-_KEY = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-
-
-def _check_key(key: str) -> str:
-    if not _KEY.fullmatch(key):
-        raise ValueError(f"marker key {key!r}: use lowercase letters, digits and '-' (at most 64)")
-    return key
-
-
-def marker(key: str = DEFAULT_KEY) -> str:
-    """The hidden marker line, e.g. ``<!-- spyre-bench:pr-comment v1 -->``.
-
-    The renderer puts it first in the body; :func:`ensure_marker` adds it when it is missing.
-    """
-    return f"<!-- spyre-bench:{_check_key(key)} v{MARKER_VERSION} -->"
-
-
-MARKER = marker()
-
-
-def has_marker(body: str, key: str = DEFAULT_KEY) -> bool:
-    """True when a line of ``body`` is exactly this key's marker (any version).
-
-    A whole line, not a substring: a reply quoting the comment (``> <!-- ... -->``) or prose that
-    mentions the marker does not count.
-    """
-    line = _marker_line(key)
-    return any(line.fullmatch(text.strip(" \t\r")) for text in body.split("\n"))
-
-
-@lru_cache(maxsize=16)
-def _marker_line(key: str) -> re.Pattern:
-    return re.compile(rf"<!-- spyre-bench:{re.escape(_check_key(key))} v\d+ -->")
-
-
-_ANY_MARKER_LINE = re.compile(r"[ \t]*<!--\s*spyre-bench:[^\n]*?-->[ \t\r]*")
-_ANY_MARKER_START = re.compile(r"<!--(?=\s*spyre-bench)", re.IGNORECASE)
-
-
-def with_marker(body: str, key: str = DEFAULT_KEY) -> str:
-    """``body`` with this key's marker as its first line: the one place a marker is added.
-
-    Any marker-like text already in ``body`` (any key, any version: a forged one would make
-    another sticky comment's update land here) is removed as a line, or shown as text inside one.
-    """
-    lines = [line for line in body.split("\n") if not _ANY_MARKER_LINE.fullmatch(line)]
-    text = _ANY_MARKER_START.sub("&lt;!--", "\n".join(lines)).lstrip("\n")
-    return f"{marker(key)}\n{text}"
-
 
 
 def fit_body(body: str, limit: int = GITHUB_BODY_LIMIT, pointer_text: str = DEFAULT_POINTER) -> str:

@@ -2,7 +2,9 @@
 
 These are the harness's own implementations of the argument conventions that every subject's
 kernel must follow, so that ``Subject.decode_kernel()`` can hand the measurement code either these
-or the code under test. Python loops unroll at trace time: under ``torch.compile(dynamic=False)``
+or the code under test. They are the reference subject's kernels, so they live with it (the
+measurement code imports them from here); this module imports torch, so ``reference.py`` imports
+it only when a kernel is asked for. Python loops unroll at trace time: under ``torch.compile(dynamic=False)``
 every distinct set of int arguments is its own graph, which is what the graph counter relies on.
 
 Accumulation is float32 whatever the model dtype (scores, running max, sum and output); the result

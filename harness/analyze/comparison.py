@@ -1,0 +1,172 @@
+"""What a comparison of two sides holds, and the plain document it becomes.
+
+Shared by both ways of comparing (harness.analyze.subjects_now: two subjects computed now;
+harness.analyze.stored: two commits' stored results), so the report renders one shape. Exact
+figures are compared exactly: any difference is kept, in both directions, because an unexpected
+win is as suspicious as a loss. Timings are judged by harness.analyze.stats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from harness.analyze.document import DOCUMENT_SCHEMA
+from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
+from harness.registry import unit_of
+
+LADDER_AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
+CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "overrides", "workload")
+_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
+          "workload": "workload"}
+
+
+def case_label(params: dict) -> str:
+    """``bs 192, mml 2048, mns 32, env batched`` (+ workload), in a stable field order."""
+    parts = [f"{_SHORT[k]} {params[k]}" for k in CASE_FIELDS if k in params]
+    parts += [f"{k} {v}" for k, v in sorted(params.items()) if k not in _SHORT]
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class ExactChange:
+    metric: str
+    params: dict
+    base: float | None
+    head: float | None
+
+    @property
+    def unit(self) -> str:
+        return unit_of(self.metric)
+
+    @property
+    def direction(self) -> str:
+        """'worse' when the figure grew (every metric is lower-is-better), else 'better'."""
+        if self.base is None or self.head is None:
+            return "appeared" if self.base is None else "vanished"
+        return "worse" if self.head > self.base else "better"
+
+
+@dataclass(frozen=True)
+class LadderChange:
+    params: dict
+    axis: str
+    base: list | None
+    head: list | None
+
+
+@dataclass(frozen=True)
+class TimingChange:
+    benchmark: str
+    params: dict
+    unit: str
+    base: list[float]
+    head: list[float]
+    verdict: Verdict
+
+
+@dataclass
+class Side:
+    """What one side is: the subject or commit, and where it was measured."""
+
+    label: str
+    commit: str | None = None
+    machine: str | None = None
+    device: str | None = None
+    env_name: str | None = None
+    harness: str | None = None
+
+
+@dataclass
+class Comparison:
+    base: Side
+    head: Side
+    #: Every exact pair compared (changed or not), and the changed ones.
+    exact_all: list[ExactChange] = field(default_factory=list)
+    exact: list[ExactChange] = field(default_factory=list)
+    ladders: list[LadderChange] = field(default_factory=list)
+    timings: list[TimingChange] = field(default_factory=list)
+    #: (what, reason) for anything that could not be compared on one side or both.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Fingerprint mismatches (machine, device, environment): the timings are not comparable.
+    problems: list[str] = field(default_factory=list)
+    #: (what, reason): a kernel output the oracle rejected. Never a skip: the head is wrong.
+    mismatches: list[tuple[str, str]] = field(default_factory=list)
+    #: (what, reason): figures or capabilities the base had and the head lacks.
+    lost: list[tuple[str, str]] = field(default_factory=list)
+    #: Whether kernel timings were measured at all (a comparison without them must say so).
+    timings_measured: bool = False
+    #: (probes whose output matched the oracle, probes checked); None when the oracle never ran.
+    oracle: tuple[int, int] | None = None
+    #: What limits the timing verdicts (not interleaved, measured apart, busy host).
+    timing_notes: list[str] = field(default_factory=list)
+    #: Timing verdicts are advisory: base and head were not measured interleaved.
+    timing_advisory: bool = False
+    #: The configs compared (bs, mml, mns, overrides), and each override set's env in full.
+    configs: list[dict] = field(default_factory=list)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    factor: float = DEFAULT_FACTOR
+    alpha: float = DEFAULT_ALPHA
+
+    @property
+    def exact_compared(self) -> int:
+        return len(self.exact_all)
+
+    def add_exact(self, metric: str, params: dict, base, head) -> None:
+        pair = ExactChange(metric, params, number_or_none(base), number_or_none(head))
+        self.exact_all.append(pair)
+        if pair.base != pair.head:
+            self.exact.append(pair)
+
+    def timing_kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.timings:
+            out[t.verdict.kind] = out.get(t.verdict.kind, 0) + 1
+        return out
+
+
+def number_or_none(value):
+    """``value``, or None where it is missing or NaN (a gap, never a figure)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def add_timings(comparison: Comparison, rows) -> None:
+    """Judge timing rows: (benchmark, params, unit, base samples, head samples)."""
+    for benchmark, params, unit, base, head in rows:
+        verdict = judge(base, head, comparison.factor, comparison.alpha)
+        comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
+                                               verdict))
+
+
+def as_document(c: Comparison) -> dict:
+    """The comparison as plain JSON data (harness.report.schema describes and validates it).
+
+    This is what crosses from the job that ran PR code to the one that posts: data only, no
+    markdown; the poster renders it itself.
+    """
+    from dataclasses import asdict
+    return {
+        "schema": DOCUMENT_SCHEMA, "base": asdict(c.base), "head": asdict(c.head),
+        "factor": c.factor, "alpha": c.alpha, "exact_compared": c.exact_compared,
+        "exact_changed": [{"metric": e.metric, "params": e.params, "base": e.base,
+                           "head": e.head} for e in c.exact],
+        "ladders": [{"params": ld.params, "axis": ld.axis, "base": ld.base, "head": ld.head}
+                    for ld in c.ladders],
+        "timings": [{"benchmark": t.benchmark, "params": t.params, "unit": t.unit,
+                     "base": t.base, "head": t.head,
+                     "verdict": {"kind": t.verdict.kind, "ratio": _finite(t.verdict.ratio),
+                                 "ci": [_finite(x) for x in t.verdict.ci],
+                                 "p_value": _finite(t.verdict.p_value),
+                                 "advice": t.verdict.advice}} for t in c.timings],
+        "timings_measured": c.timings_measured, "timing_advisory": c.timing_advisory,
+        "timing_notes": list(c.timing_notes),
+        "oracle": None if c.oracle is None else {"matched": c.oracle[0], "checked": c.oracle[1]},
+        "mismatches": [{"what": w, "why": r} for w, r in c.mismatches],
+        "lost": [{"what": w, "why": r} for w, r in c.lost],
+        "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
+        "configs": c.configs, "envs": c.envs,
+    }
+
+
+def _finite(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x

@@ -1,0 +1,109 @@
+"""Compare two subjects computed now: exact figures and ladders, config by config.
+
+No stored results needed: both sides are evaluated here (harness.evaluate), so a PR's head can be
+compared with its base before anything is measured or stored. Kernel checks and timings of the
+same two subjects are measured apart (harness.measure.compare) and added to the same Comparison.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.analyze.comparison import (
+    CASE_FIELDS, LADDER_AXES, Comparison, LadderChange, Side, add_timings, case_label,
+    number_or_none,
+)
+from harness.evaluate import config_figures, workload_figures
+from harness.matrix import Case
+from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
+from harness.subjects.base import Subject
+from harness.workloads import WorkloadSpec
+
+if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
+    from harness.measure.compare import KernelRun
+
+
+def _exact_rows(figures: dict, names) -> dict[str, float | None]:
+    return {name: number_or_none(figures.get(name)) for name in names}
+
+
+def compare_figures(comparison: Comparison, params: dict, base: dict, head: dict,
+                    metrics) -> None:
+    """Add the exact and ladder differences of one config (or config × workload) pair."""
+    what = case_label(params)
+    if "skipped" in head and "skipped" not in base:
+        comparison.lost.append((what, head["skipped"]))
+        return
+    for side, fig in (("base", base), ("head", head)):
+        if "skipped" in fig:
+            comparison.skipped.append((f"{what} ({side})", fig["skipped"]))
+    if "skipped" in base or "skipped" in head:
+        return
+    b, h = _exact_rows(base, metrics), _exact_rows(head, metrics)
+    for name in metrics:
+        comparison.add_exact(name, params, b[name], h[name])
+    if "ladders" in base:
+        for axis in LADDER_AXES:
+            lb, lh = base["ladders"].get(axis), head["ladders"].get(axis)
+            if lb != lh:
+                comparison.ladders.append(LadderChange(params, axis, lb, lh))
+
+
+def changed_fields(base: dict, head: dict, fields) -> list[str]:
+    """Which of ``fields`` (figure names, ``ladders.<axis>``) differ between two figure dicts.
+
+    The tables' "changed" column, found by :func:`compare_figures` itself so a table and the
+    comparison never disagree. A skip on either side is ``["skipped"]``, unless both sides
+    skipped for the same reason.
+    """
+    if "skipped" in base or "skipped" in head:
+        return [] if base.get("skipped") == head.get("skipped") else ["skipped"]
+    found = Comparison(Side("base"), Side("head"))
+    compare_figures(found, {}, base, head, [f for f in fields if not f.startswith("ladders.")])
+    differ = {e.metric for e in found.exact} | {f"ladders.{ld.axis}" for ld in found.ladders}
+    return [f for f in fields if f in differ]
+
+
+def compare_subjects(base: Subject, head: Subject, cases: list[Case],
+                     workloads: list[WorkloadSpec], **kwargs) -> Comparison:
+    """Exact comparison of two subjects computed now (no stored results needed)."""
+    comparison = Comparison(Side(base.spec, _commit(base)), Side(head.spec, _commit(head)),
+                            **kwargs)
+    for case in cases:
+        key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
+        comparison.configs.append(key)
+        comparison.envs[case.overrides_name] = case.overrides.as_env()
+        compare_figures(comparison, key, config_figures(base, case), config_figures(head, case),
+                        list(CONFIG_METRICS))
+        wb = workload_figures(base, case, workloads)
+        wh = workload_figures(head, case, workloads)
+        for name in wb:
+            compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
+                            list(WORKLOAD_METRICS))
+    return comparison
+
+
+def _commit(subject: Subject) -> str | None:
+    identity = subject.identity
+    return identity if len(identity) == 40 and all(c in "0123456789abcdef" for c in identity) \
+        else None
+
+
+def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
+    """Add what harness.measure.compare found (oracle, mismatches, timings) and judge it."""
+    from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
+    comparison.mismatches += run.mismatches
+    comparison.lost += run.lost
+    comparison.skipped += run.skipped
+    comparison.oracle = run.oracle
+    comparison.base.device = comparison.head.device = run.device
+    if not run.timed:
+        return
+    add_timings(comparison, run.timings)
+    comparison.timings_measured = True
+    comparison.timing_notes.append("base and head measured interleaved on this machine")
+    if run.busiest_cores > BUSY_HOST_CORES:
+        comparison.timing_advisory = True
+        comparison.timing_notes.append(
+            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing; "
+            "verdicts are advisory (rerun on a quiet machine)")
