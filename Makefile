@@ -19,8 +19,9 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/spyre-bench run
 
-## The default test run (benchmarks disabled; see `make bench`).
+## The default test run: the linter, then the tests (benchmarks disabled; see `make bench`).
 test: $(STAMP)
+	$(BIN)/ruff check harness benchmarks tests
 	$(BIN)/python -m pytest
 
 ## Opt-in: the tests that compile with inductor (cold cache; tens of seconds per graph on a CPU).

@@ -11,7 +11,12 @@ import itertools
 from dataclasses import dataclass, field
 
 from harness.config import (
-    BATCHED_DECODE, KV_BUCKETS, NUM_SEQS_BUCKETS, QUERY_BUCKETS, EngineConfig, Overrides,
+    BATCHED_DECODE,
+    KV_BUCKETS,
+    NUM_SEQS_BUCKETS,
+    QUERY_BUCKETS,
+    EngineConfig,
+    Overrides,
 )
 from harness.errors import ConfigError
 

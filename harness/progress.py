@@ -32,7 +32,8 @@ class Progress:
         self.stop = threading.Event()
         if self.stream.isatty():
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bar
             self.bar = Bar(TextColumn("{task.description}"), BarColumn(),
                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                            console=Console(file=self.stream), transient=True)

@@ -120,7 +120,8 @@ def test_smoke_runs_never_write_to_the_history(spyre_repo, tmp_path):
                    home=tmp_path, check=False, cwd=tmp_path)
     assert proc.returncode == 2 and "never to --results-dir" in proc.stderr
     proc = run_cli("run", "--smoke", "--repo", str(spyre_repo.path), spyre_repo.commits["pre-810"],
-                   "--device", "cpu", "--tier", "tiny", "--bench", BENCH, "--machine", "smoke-box", home=tmp_path)
+                   "--device", "cpu", "--tier", "tiny", "--bench", BENCH, "--machine", "smoke-box",
+                   home=tmp_path)
     from harness.cli.common import HISTORY_DIR
     assert not (HISTORY_DIR / "smoke-box").exists()
 
@@ -150,8 +151,8 @@ def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tm
     results = tmp_path / "results"
     names = ["pre-810", "810-clamp"]
     args = ["run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
-            "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH,
-            "--no-compare"]
+            "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny",
+            "--bench", BENCH, "--no-compare"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args],
                             env={**os.environ, "HOME": str(tmp_path)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

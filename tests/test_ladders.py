@@ -3,8 +3,15 @@
 import pytest
 
 from harness.ladders import (
-    blocks_ladder, chunking, default_query_ladder, powers_of_two, reachable, resolve_clamp,
-    resolve_topup, round_up, stick_padded,
+    blocks_ladder,
+    chunking,
+    default_query_ladder,
+    powers_of_two,
+    reachable,
+    resolve_clamp,
+    resolve_topup,
+    round_up,
+    stick_padded,
 )
 
 

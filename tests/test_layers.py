@@ -68,7 +68,6 @@ def test_lower_layers_never_import_report_or_publish(layer):
     assert not bad, "imports back up a layer:\n" + "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=False, reason="cli helpers being moved on branch i14-facts")
 def test_no_command_imports_another_commands_module():
     commands = {p.stem for p in (HARNESS / "cli").glob("*.py")} - CLI_SHARED
     bad = []

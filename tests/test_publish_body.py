@@ -1,9 +1,9 @@
 """The comment body's marker and GitHub's size guard (fit_body)."""
 
 import pytest
-from markdown_it import MarkdownIt
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from harness.report.fit import GITHUB_BODY_LIMIT, fit_body
 from harness.report.marker import MARKER, has_marker, marker, with_marker

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from harness.report.marker import has_marker, marker
 from harness.publish.github import GitHub, PublishError, RetryPolicy
+from harness.report.marker import has_marker, marker
 from tests.fixtures.fake_github import FakeGitHub
 
 REPO, PR = "torch-spyre/spyre-inference", 810

@@ -102,6 +102,7 @@ def test_a_failed_asv_step_is_reported_by_the_line_that_says_why(spyre_repo, tmp
                                                                   monkeypatch):
     """ASV's own failure (a configured branch the clone lacks), through the runner's real call."""
     import io
+
     from harness.runner.runner import Options, _asv_command, _run_group
     monkeypatch.setenv("HOME", str(tmp_path))
     ensure_machine("box", tmp_path / ".asv-machine.json")
@@ -117,6 +118,7 @@ def test_a_failed_asv_step_is_reported_by_the_line_that_says_why(spyre_repo, tmp
 
 def test_progress_in_a_pipe_is_a_line_per_unit_and_a_heartbeat(tmp_path):
     import time
+
     from harness.runner.progress import LineProgress
     from harness.runner.runner import Target
     lines = []

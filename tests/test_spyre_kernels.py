@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 
 from harness.ladders import chunking, stick_padded  # noqa: E402
 from harness.subjects import resolve_subject  # noqa: E402
-from tests.fixtures.spyre_repo import GENERATIONS, KERNEL_GENERATION  # noqa: E402
 from tests.fixtures.spyre_backend import ops_kernel  # noqa: E402
+from tests.fixtures.spyre_repo import GENERATIONS, KERNEL_GENERATION  # noqa: E402
 
 BS, KV, QPKV, D = 16, 2, 3, 8
 

@@ -17,7 +17,12 @@ from harness.subjects import resolve_subject
 from harness.subjects.loader import BACKEND_FILE, SourceTree, backend_standin
 from harness.subjects.spyre_inference import SubjectRejected
 from tests.fixtures.spyre_repo import (
-    BACKEND, BROKEN, BROKEN_MISSING, BUCKETER, GENERATIONS, KERNEL_GENERATION,
+    BACKEND,
+    BROKEN,
+    BROKEN_MISSING,
+    BUCKETER,
+    GENERATIONS,
+    KERNEL_GENERATION,
 )
 
 KV_ABOVE = Overrides.from_env({"SPYRE_ATTN_KV_BUCKETS": "128,8192", "SPYRE_BATCHED_DECODE": "1"})

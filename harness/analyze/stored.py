@@ -11,7 +11,12 @@ import json
 import math
 
 from harness.analyze.comparison import (
-    LADDER_AXES, Comparison, LadderChange, Side, add_timings, case_label,
+    LADDER_AXES,
+    Comparison,
+    LadderChange,
+    Side,
+    add_timings,
+    case_label,
 )
 from harness.errors import HarnessError
 from harness.registry import is_exact, is_timed, lookup

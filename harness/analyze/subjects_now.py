@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.analyze.comparison import (
-    CASE_FIELDS, LADDER_AXES, Comparison, LadderChange, Side, add_timings, case_label,
+    CASE_FIELDS,
+    LADDER_AXES,
+    Comparison,
+    LadderChange,
+    Side,
+    add_timings,
+    case_label,
     number_or_none,
 )
 from harness.evaluate import config_figures, workload_figures

@@ -50,12 +50,11 @@ def run(args) -> int:
     from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
     from harness.runner.bisect import bisect
-    from harness.runner.runner import Options
-    from harness.subjects import gitrev
-
     from harness.runner.progress import LineProgress
+    from harness.runner.runner import Options
     from harness.store.lock import results_lock
     from harness.store.names import checked_name
+    from harness.subjects import gitrev
     checked_name("--machine", args.machine)
     params = _params(args.param)
     names = _param_names(args.results_dir, args.benchmark, args.machine)

@@ -23,7 +23,7 @@ import torch._dynamo
 
 from harness.errors import HarnessError
 from harness.matrix import Case
-from harness.measure.oracle import KernelMismatch, TOLERANCES, attention, compare
+from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
 from harness.measure.timing import measure
 from harness.subjects.builder import KernelRaised, live_step, run_forward
 from harness.workloads import Workload

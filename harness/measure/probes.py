@@ -14,9 +14,9 @@ from harness.config import BATCHED_DECODE, EngineConfig, Overrides
 from harness.errors import HarnessError
 from harness.generations import Generation
 from harness.measure.inputs import StepCalls, Workspace, check_generation
-from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import check_step
 from harness.subjects.base import Subject
+from harness.subjects.reference_kernels import attend_sequence
 from harness.workloads import parse_step
 
 #: Small shapes: cheap enough for every PR run and the default test run.

@@ -28,14 +28,13 @@ from harness.errors import HarnessError
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
 from harness.measure.inputs import StepCalls, Workspace, check_generation
-from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.settings import KernelOptions
 from harness.measure.timing import measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
+from harness.subjects.reference_kernels import attend_sequence
 from harness.workloads import Workload, WorkloadSpec
-
 
 Progress = Callable[[str], None]
 

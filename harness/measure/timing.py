@@ -19,6 +19,7 @@ from scipy import stats as sps
 
 from harness.measure.device import Device, HostLoad
 from harness.measure.settings import UNSTABLE_SPREAD
+
 #: Fewer samples than this cannot give a useful interval.
 MIN_SAMPLES = 5
 #: Other processes using more than this many cores while sampling make a result suspect.

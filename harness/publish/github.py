@@ -34,9 +34,9 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from collections.abc import Callable, Iterator
 from urllib.parse import urlencode, urlsplit
 
 import urllib3

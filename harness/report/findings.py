@@ -15,7 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
-from harness.metrics import METRICS, format_value, ladder_text as ladder
+from harness.metrics import METRICS, format_value
+from harness.metrics import ladder_text as ladder
 
 BATCHED_FLAG = "SPYRE_BATCHED_DECODE"
 #: Which ladder axis explains a cost change best, first.

@@ -15,10 +15,16 @@ from statistics import median
 
 from harness import __version__
 from harness.metrics import METRICS, format_value
-from harness.report.fit import GITHUB_BODY_LIMIT, fit_body
 from harness.report.findings import (
-    AXIS_ORDER, COMPILES, change, findings, headline, ladder, status,
+    AXIS_ORDER,
+    COMPILES,
+    change,
+    findings,
+    headline,
+    ladder,
+    status,
 )
+from harness.report.fit import GITHUB_BODY_LIMIT, fit_body
 from harness.report.markdown_escape import code, escape
 
 #: Room left for the marker the publisher adds.

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import HarnessError
-
 from harness.store.identity import IDENTITY_SUFFIX  # noqa: F401  (re-exported)
+
 RESULTS_VERSION = 2
 
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",

@@ -32,7 +32,13 @@ from harness.config import EngineConfig, Overrides
 from harness.errors import CapabilityMissing
 from harness.ladders import ceil_div
 from harness.subjects.loader import (
-    BACKEND_FILE, BACKEND_MODULE, CaptureHandler, SourceTree, isolated, vllm_standins, where,
+    BACKEND_FILE,
+    BACKEND_MODULE,
+    CaptureHandler,
+    SourceTree,
+    isolated,
+    vllm_standins,
+    where,
 )
 
 BUILDER_CLASS = "SpyreAttentionMetadataBuilder"

@@ -16,13 +16,19 @@ from typing import Literal
 
 from harness import __version__
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
-from harness.errors import SubjectError
+from harness.errors import HarnessError, SubjectError
 from harness.generations import Generation
 from harness.ladders import (
-    blocks_ladder, ceil_div, chunking, default_query_ladder, is_power_of_two, powers_of_two,
-    previous_bucket, resolve_clamp, resolve_topup,
+    blocks_ladder,
+    ceil_div,
+    chunking,
+    default_query_ladder,
+    is_power_of_two,
+    powers_of_two,
+    previous_bucket,
+    resolve_clamp,
+    resolve_topup,
 )
-from harness.errors import HarnessError
 from harness.subjects.base import Bucketing, Subject
 
 

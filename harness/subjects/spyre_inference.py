@@ -48,12 +48,24 @@ from harness.ladders import Ladder, blocks_ladder
 from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
+from harness.subjects.loader import (
+    BACKEND_FILE,
+    BACKEND_MODULE,
+    BUCKETER_FILE,
+    BUCKETER_MODULE,
+    ENVS_MODULE,
+    OPS_KERNEL_FILE,
+    OPS_KERNEL_MODULE,
+    PACKAGE,
+    CaptureHandler,
+    SourceTree,
+    isolated,
+    restore_modules,
+    vllm_standins,
+    where,
+)
 from harness.subjects.memo import FIGURES
 from harness.subjects.timeout import SubjectTimeout, bounded
-from harness.subjects.loader import (
-    BACKEND_FILE, BACKEND_MODULE, BUCKETER_FILE, BUCKETER_MODULE, ENVS_MODULE, OPS_KERNEL_FILE,
-    OPS_KERNEL_MODULE, PACKAGE, CaptureHandler, SourceTree, restore_modules, isolated, vllm_standins, where,
-)
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
 PLATFORM_MODULE = "spyre_inference.platform"

@@ -3,9 +3,9 @@
 Run with ``make bench``; in the default test run (``--benchmark-disable``) it runs once as a test.
 """
 
+from harness.config import EngineConfig
 from harness.evaluate import workload_figures
 from harness.matrix import OVERRIDE_SETS, expand, override_set
-from harness.config import EngineConfig
 from harness.subjects import resolve_subject
 from harness.workloads import MIXES, specs
 

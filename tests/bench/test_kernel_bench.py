@@ -20,11 +20,11 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 from harness.measure.compiles import cold_compile_cache
 from harness.measure.device import select
-from harness.subjects.reference_kernels import attend_sequence
 from harness.measure.oracle import check_step
 from harness.measure.probes import KV_ABOVE, NOTES, REVIEW, SMALL, Probe, prepare
 from harness.model.cost import step_cost
 from harness.subjects import resolve_subject
+from harness.subjects.reference_kernels import attend_sequence
 from harness.workloads import parse_step
 
 

@@ -8,13 +8,17 @@ import torch
 from harness.matrix import Case
 from harness.measure.device import select
 from harness.measure.inputs import Workspace
-from harness.subjects.reference_kernels import (
-    ACC, _finish, _initial_state, attend_sequence, batched_decode_chunked,
-    batched_decode_per_block,
-)
 from harness.measure.oracle import KernelMismatch, check_call, check_step, compare
 from harness.measure.runner import KernelOptions, measure_workload
 from harness.subjects.base import Subject
+from harness.subjects.reference_kernels import (
+    ACC,
+    _finish,
+    _initial_state,
+    attend_sequence,
+    batched_decode_chunked,
+    batched_decode_per_block,
+)
 from harness.workloads import WorkloadSpec, inline, parse_step
 from tests.measure.helpers import BATCHED, SMALL, subject_and_bucketing
 
