@@ -1,10 +1,11 @@
 """Nightly runs over a generated history with two planted regressions at known commits.
 
 History on branch ``nightly`` (parent: #810 as merged): c1 docs, c2 docs, c3 LADDER (the kv
-ladder starts at 4 blocks), c4 docs, c5 SLOW (the decode kernel does every block twice), c6 docs,
-c7 docs. The nightly measures the newest commit and backfills every 2nd one going back (c7, c5,
-c3, c1), so change-point detection must name c3 and c5 as first bad commits, with c2 and c4 as the
-other candidates, and bisect must pin the slowdown to c5 by measuring c4.
+ladder starts at 4 blocks), c4 docs, c5 SLOW (the decode kernel does every block four times: four
+noisy timing points need a clear step), c6 docs, c7 docs. The nightly measures the newest commit
+and backfills every 2nd one going back (c7, c5, c3, c1), so change-point detection must name c3
+and c5 as first bad commits, with c2 and c4 as the other candidates, and bisect must pin the
+slowdown to c5 by measuring c4.
 """
 
 import json
@@ -43,7 +44,7 @@ def history(spyre_repo, tmp_path_factory):
                              "_powers_of_two_up_to(max_model_len, start=4 * self._block_size)",
                              parent=parent, message="bucketer: start the kv ladder at 4 blocks")
         elif i == 5:
-            c[i] = plant_slowdown(repo, parent)
+            c[i] = plant_slowdown(repo, parent, times=4)
         else:
             c[i] = repo.add_commit({"NOTES.md": f"release notes {i}\n"}, f"docs: notes {i}",
                                    parent=parent)
@@ -64,22 +65,23 @@ def nightly_args(repo, results):
 @pytest.fixture(scope="module")
 def measured(history):
     repo, c, home, results = history
-    # first run: killed once its first commit is measured
+    # first run: killed once its first commit is measured (a fast machine may finish a second
+    # before the signal lands; what matters is that some, not all, were measured)
     proc = subprocess.Popen([sys.executable, "-m", "harness", *nightly_args(repo, results)],
                             env={**os.environ, "HOME": str(home)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while not list((results / "spyre-0").glob("*.identity")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     first = {p.name: load_identity(p.with_suffix(".json"))["written_at"]
              for p in (results / "spyre-0").glob("*.identity")}
-    assert len(first) == 1
+    assert 1 <= len(first) < 4
     # second run: picks up where the first stopped
     done = cli(*nightly_args(repo, results), home=home)
-    assert "1 measured on spyre-0; now 0 new + 3 backfill" in done.stdout
+    assert f"{len(first)} measured on spyre-0; now 0 new + {4 - len(first)} backfill" in done.stdout
     return repo, c, home, results, first, done
 
 
@@ -110,13 +112,16 @@ def test_change_points_name_exactly_the_planted_commits(measured):
     ladder, slow = found[c[3]], found[c[5]]
     assert ladder["kind"] == "exact" and ladder["last_good"] == c[1]
     assert ladder["candidates"] == [c[2], c[3]]
-    assert {p["benchmark"] for p in ladder["points"]} == {
-        "exact.Workload.track_iterations_per_layer_mean"}
+    # the ladder's exact figure; a timing point may join it (a longer padded loop, or noise)
+    assert "exact.Workload.track_iterations_per_layer_mean" in {
+        p["benchmark"] for p in ladder["points"]}
+    assert all(p["exact"] or p["benchmark"] == "kernel.Decode.time_layer"
+               for p in ladder["points"])
     assert slow["kind"] == "timing" and slow["last_good"] == c[3]
     assert slow["candidates"] == [c[4], c[5]]
     [point] = slow["points"]
     assert point["benchmark"] == "kernel.Decode.time_layer" and point["direction"] == "worse"
-    assert 1.5 < point["after"] / point["before"] < 3.0
+    assert 2.0 < point["after"] / point["before"] < 6.0   # four times the loop
     issues = sorted((home / "issues").glob("*.md"))
     assert len(issues) == 2
     body = issues[0].read_text() + issues[1].read_text()

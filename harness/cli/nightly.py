@@ -75,20 +75,32 @@ def run(args) -> int:
         targets = commit_targets(args.repo, plan.commits)
         for i, target in enumerate(targets, start=1):
             out.print(f"[{i}/{len(targets)}] {target.label}", markup=False)
-            for report in run_targets([target], options, progress):
-                failed += bool(report.failed_groups)
-                state = "ok" if not report.failed_groups else "failures in " + "; ".join(
-                    f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups) + \
-                    f" (log {report.log})"
-                out.print(f"  {state}, {report.seconds:.0f} s", markup=False)
-            if not args.no_commit:
-                made = nightly.commit_results(args.results_dir, options.machine,
-                                              f"results({options.machine}): {target.label}")
-                if made:
-                    out.print(f"  committed {made[:12]}")
+            try:
+                for report in run_targets([target], options, progress):
+                    failed += bool(report.failed_groups)
+                    state = "ok" if not report.failed_groups else "failures in " + "; ".join(
+                        f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups) + \
+                        f" (log {report.log})"
+                    out.print(f"  {state}, {report.seconds:.0f} s", markup=False)
+                if not args.no_commit:
+                    _commit(args, options, target, out)
+            except KeyboardInterrupt:
+                # A commit measured in full just before the signal is still committed on its
+                # own; one cut short stays uncommitted and is measured again next run.
+                if not args.no_commit and nightly.is_measured(options, target.commit):
+                    _commit(args, options, target, out)
+                raise
         if args.push:
             nightly.push(args.results_dir)
     if not args.no_commit and nightly.git_toplevel(args.results_dir) is None:
         raise HarnessError(f"{args.results_dir} is not in a git repository: results were "
                            "written but not committed (use --no-commit to say that is fine)")
     return 1 if failed else 0
+
+
+def _commit(args, options, target, out) -> None:
+    from harness.runner import nightly
+    made = nightly.commit_results(args.results_dir, options.machine,
+                                  f"results({options.machine}): {target.label}")
+    if made:
+        out.print(f"  committed {made[:12]}")
