@@ -21,7 +21,7 @@ NUM_SEQS_BUCKETS = "SPYRE_ATTN_NUM_SEQS_BUCKETS"
 BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
 ENV_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
 #: Batched decode needs at least this many decodes in a step (spyre-inference's metadata builder,
-#: notes section 2); fewer run per sequence.
+#: docs/spyre-inference.md, section 2); fewer run per sequence.
 MIN_BATCHED_SEQS = 4
 #: Host-to-device bytes one step may need before the config is called absurd: more than any
 #: accelerator's memory, so no engine could run such a step and the figure would mislead.

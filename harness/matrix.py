@@ -104,3 +104,17 @@ def tier_cases(name: str, base: EngineConfig | None = None) -> list[Case]:
     t = TIERS[name]
     return expand(base or EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
                   [(o, override_set(o)) for o in t.override_sets])
+
+
+#: The fields of a case key that name a case, in label order.
+CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "overrides", "workload")
+#: Short names of the case parameters, in labels and comment headings.
+PARAM_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
+               "workload": "workload"}
+
+
+def case_label(params: dict) -> str:
+    """``bs 192, mml 2048, mns 32, env batched`` (+ workload), in a stable field order."""
+    parts = [f"{PARAM_SHORT[k]} {params[k]}" for k in CASE_FIELDS if k in params]
+    parts += [f"{k} {v}" for k, v in sorted(params.items()) if k not in PARAM_SHORT]
+    return ", ".join(parts)

@@ -6,10 +6,10 @@ import copy
 import pytest
 
 from harness.analyze.comparison import Comparison, Side, as_document
-from harness.report.comparison import FAIL_ON, exit_code
 from harness.report.findings import change, change_with_factor, findings, headline, status
 from harness.report.markdown import render
 from harness.report.schema import validate
+from harness.report.verdict import FAIL_ON, exit_code
 
 KV = "SPYRE_ATTN_KV_BUCKETS"
 

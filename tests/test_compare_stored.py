@@ -117,5 +117,5 @@ def test_a_figure_the_head_no_longer_records_is_lost(tmp_path):
     c = compare_stored(frame, A, B)
     assert c.lost and "head skipped" in c.lost[0][1]
     from harness.analyze.comparison import as_document
-    from harness.report.comparison import FAIL_ON, exit_code
+    from harness.report.verdict import FAIL_ON, exit_code
     assert exit_code(as_document(c), set(FAIL_ON)) == 1

@@ -1,4 +1,4 @@
-"""Ladder arithmetic against the examples the notes give."""
+"""Ladder arithmetic against worked examples (docs/spyre-inference.md, section 1)."""
 
 import pytest
 

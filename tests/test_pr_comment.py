@@ -19,12 +19,12 @@ from markdown_it import MarkdownIt
 from harness.analyze.comparison import add_timings, as_document
 from harness.analyze.subjects_now import add_kernel_run, compare_subjects
 from harness.matrix import TIERS, tier_cases
-from harness.measure.compare import check_kernels
-from harness.report.comparison import FAIL_ON, exit_code
+from harness.measure.interleaved import check_kernels
 from harness.report.fit import GITHUB_BODY_LIMIT
 from harness.report.markdown import render
 from harness.report.markdown_escape import escape
 from harness.report.schema import validate
+from harness.report.verdict import FAIL_ON, exit_code
 from harness.subjects import resolve_subject
 from harness.workloads import specs
 from tests.fixtures.spyre_repo import BACKEND, plant_slowdown

@@ -1,4 +1,4 @@
-"""The reference policies reproduce the notes' before/after table and warmup records."""
+"""The reference policies reproduce the #810 before/after table and warmup records."""
 
 import pytest
 

@@ -2,7 +2,7 @@
 
 Two implementations written separately from the same notes (the fixture's bucketer code, run by
 the loader; the harness's reference policies) must give identical ladders, warmup records and
-workload costs in every case. A mismatch means one of them misreads the notes, or the loader
+workload costs in every case. A mismatch means one of them misreads docs/spyre-inference.md, or the loader
 maps the subject's output wrongly. Bucketer notes (log lines) are worded differently and are not
 compared.
 """

@@ -103,7 +103,7 @@ def test_a_failed_asv_step_is_reported_by_the_line_that_says_why(spyre_repo, tmp
     """ASV's own failure (a configured branch the clone lacks), through the runner's real call."""
     import io
 
-    from harness.runner.runner import Options, _asv_command, _run_group
+    from harness.runner.asv_suite import Options, _asv_command, _run_group
     monkeypatch.setenv("HOME", str(tmp_path))
     ensure_machine("box", tmp_path / ".asv-machine.json")
     conf = write_config(tmp_path / "asv.conf.json", spyre_repo.path, tmp_path / "results",
@@ -119,8 +119,8 @@ def test_a_failed_asv_step_is_reported_by_the_line_that_says_why(spyre_repo, tmp
 def test_progress_in_a_pipe_is_a_line_per_unit_and_a_heartbeat(tmp_path):
     import time
 
+    from harness.runner.asv_suite import Target
     from harness.runner.progress import LineProgress
-    from harness.runner.runner import Target
     lines = []
     target = Target("abc12345 docs", "abc12345" * 5, "reference:pre-810")
     with LineProgress(lines.append, interval=0.3) as progress:

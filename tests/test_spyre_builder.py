@@ -39,7 +39,7 @@ def test_generation_3_four_3_block_decodes_are_4_iterations_and_6_transfers(spyr
     entries = 4 * 8
     assert step.h2d == {"rep_row_ids": 4 * entries, "chunk_page_ids": 4 * (4 * entries),
                         "mask_by_chunk": 2 * 4 * entries * 8 * 64}
-    # The model of the notes counts 3 transfers for the same step: the builder is the reference.
+    # The embedded model counts 3 transfers for the same step: the builder is the reference.
     reference = four_decodes(resolve_subject("reference:chunked")).steps[0]
     assert reference.transfers == 3 and reference.iterations_per_layer == 4
 

@@ -1,7 +1,8 @@
 """The subjects' batched decode kernels: obtained without vLLM, and correct attention.
 
-Inputs are built the way the notes' metadata builder builds them (section 2); the oracle is plain
-softmax attention over each sequence's real tokens. Small shapes, eager mode: no compile here.
+Inputs are built the way spyre-inference's metadata builder builds them (docs/spyre-inference.md,
+section 2); the oracle is plain softmax attention over each sequence's real tokens. Small shapes,
+eager mode: no compile here.
 """
 
 from __future__ import annotations

@@ -16,16 +16,6 @@ from harness.analyze.stats import DEFAULT_ALPHA, DEFAULT_FACTOR, Verdict, judge
 from harness.registry import unit_of
 
 LADDER_AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
-CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "overrides", "workload")
-_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
-          "workload": "workload"}
-
-
-def case_label(params: dict) -> str:
-    """``bs 192, mml 2048, mns 32, env batched`` (+ workload), in a stable field order."""
-    parts = [f"{_SHORT[k]} {params[k]}" for k in CASE_FIELDS if k in params]
-    parts += [f"{k} {v}" for k, v in sorted(params.items()) if k not in _SHORT]
-    return ", ".join(parts)
 
 
 @dataclass(frozen=True)

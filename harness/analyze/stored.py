@@ -16,9 +16,9 @@ from harness.analyze.comparison import (
     LadderChange,
     Side,
     add_timings,
-    case_label,
 )
 from harness.errors import HarnessError
+from harness.matrix import case_label
 from harness.registry import is_exact, is_timed, lookup
 from harness.store.history import load_identity
 from harness.store.identity import config_key

@@ -2,7 +2,7 @@
 
 No stored results needed: both sides are evaluated here (harness.evaluate), so a PR's head can be
 compared with its base before anything is measured or stored. Kernel checks and timings of the
-same two subjects are measured apart (harness.measure.compare) and added to the same Comparison.
+same two subjects are measured apart (harness.measure.interleaved) and added to the same Comparison.
 """
 
 from __future__ import annotations
@@ -10,23 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.analyze.comparison import (
-    CASE_FIELDS,
     LADDER_AXES,
     Comparison,
     LadderChange,
     Side,
     add_timings,
-    case_label,
     number_or_none,
 )
 from harness.evaluate import config_figures, workload_figures
-from harness.matrix import Case
+from harness.matrix import CASE_FIELDS, Case, case_label
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
 
 if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
-    from harness.measure.compare import KernelRun
+    from harness.measure.interleaved import KernelRun
 
 
 def _exact_rows(figures: dict, names) -> dict[str, float | None]:
@@ -96,7 +94,7 @@ def _commit(subject: Subject) -> str | None:
 
 
 def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
-    """Add what harness.measure.compare found (oracle, mismatches, timings) and judge it."""
+    """Add what harness.measure.interleaved found (oracle, mismatches, timings) and judge it."""
     from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
     comparison.mismatches += run.mismatches
     comparison.lost += run.lost

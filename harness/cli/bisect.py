@@ -49,9 +49,9 @@ def _params(items: list[str]) -> dict:
 def run(args) -> int:
     from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
+    from harness.runner.asv_suite import Options
     from harness.runner.bisect import bisect
     from harness.runner.progress import LineProgress
-    from harness.runner.runner import Options
     from harness.store.lock import results_lock
     from harness.store.names import checked_name
     from harness.subjects import gitrev

@@ -132,7 +132,7 @@ def comparison_from_args(args):
                                   **_judging(args))
     if args.timings or args.oracle:
         from harness.analyze.subjects_now import add_kernel_run
-        from harness.measure.compare import check_kernels, time_subjects
+        from harness.measure.interleaved import check_kernels, time_subjects
         measured = time_subjects if args.timings else check_kernels
         add_kernel_run(comparison, measured(base, head))
     return comparison
@@ -150,8 +150,8 @@ def document_of(comparison, args) -> dict:
 
 def run(args) -> int:
     from harness.analyze import expected
-    from harness.report.comparison import FAIL_ON, exit_code, render_terminal
     from harness.report.tables import console
+    from harness.report.verdict import FAIL_ON, exit_code, render_terminal
     fail_on = {f for f in args.fail_on.split(",") if f}
     unknown = fail_on - set(FAIL_ON)
     if unknown:
@@ -162,7 +162,7 @@ def run(args) -> int:
     doc = document_of(comparison, args)
     if args.markdown:
         from harness.report.markdown import render
-        from harness.runner.runner import harness_commit
+        from harness.runner.asv_suite import harness_commit
         _write(args.markdown, render(doc, harness_commit=harness_commit()))
     if args.json:
         text = json.dumps(doc, indent=1)

@@ -24,7 +24,7 @@ CONFIG_FIELDS = ("ladders", "variants", "batched_variants_recorded", "batched_ke
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "crosscheck", help="where a commit's own builder and the model of the notes disagree",
+        "crosscheck", help="where a commit's own builder and the embedded model disagree",
         description=__doc__.split("\n\n")[1])
     options.add_subjects(p)
     p.add_argument("--policy", required=True, metavar="NAME",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+from harness.analyze.kernel_gates import exit_status, parse_gates
 from harness.cli import options
-from harness.errors import ConfigError, NothingComputed
+from harness.errors import ConfigError
 from harness.measure.settings import defaults as kernel_defaults
 from harness.progress import Progress
 from harness.report.tables import print_json
@@ -36,7 +37,7 @@ exit status: 0 measured; 1 a row shows what --fail-on names (default: a wrong ke
 could be measured.
 
 examples:
-  # the notes' microbenchmark: per-block vs chunked vs per-sequence, 4 decodes of 16 blocks
+  # the standard microbenchmark: per-block vs chunked vs per-sequence, 4 decodes of 16 blocks
   spyre-bench kernel --base reference:post-810-clamp --head reference:chunked \\
       --block-size 128 --max-model-len 2048 --step 2048,2048,2048,2048 --per-sequence --no-graphs
   # compiled graphs vs the model for a workload, as JSON
@@ -110,7 +111,7 @@ def register(sub) -> None:
 
 
 def _validate(args) -> None:
-    fail_on(args.fail_on)
+    parse_gates(args.fail_on)
     checks = [("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1),
               ("--max-shapes", args.max_shapes, 1)]
     if args.number is not None:
@@ -138,7 +139,7 @@ def run(args) -> int:
 
     from harness.measure import device as devices
     from harness.measure.compiles import check_backend
-    from harness.measure.runner import KernelOptions, measure_workload
+    from harness.measure.kernel_figures import KernelOptions, measure_workload
 
     if args.threads is not None:
         import torch
@@ -174,30 +175,4 @@ def run(args) -> int:
     else:
         from harness.report.kernel_tables import render
         render(rows, [s.spec for s in subjects], dev, opts)
-    return _status(rows, fail_on(args.fail_on))
-
-
-#: What ``--fail-on`` can gate on: a row is flagged when the test holds.
-GATES = {
-    "wrong": lambda r: "wrong" in r,
-    "fallbacks": lambda r: bool(r.get("graphs", {}).get("fallbacks")),
-    "model": lambda r: "graphs" in r and not r["graphs"]["matches_model"],
-}
-
-
-def fail_on(text: str) -> list[str]:
-    names = [n for n in text.split(",") if n]
-    unknown = [n for n in names if n not in GATES and n != "none"]
-    if unknown:
-        raise ConfigError(f"--fail-on {text!r}: unknown {', '.join(unknown)}; known: "
-                          f"{', '.join(GATES)}, none")
-    return [n for n in names if n != "none"]
-
-
-def _status(rows, gates: list[str]) -> int:
-    """1 when a row trips a requested gate; every row skipped is an error (exit 2), never 0."""
-    if any(GATES[g](r) for g in gates for r in rows):
-        return 1
-    if rows and all("skipped" in r for r in rows):
-        raise NothingComputed([r["skipped"] for r in rows])
-    return 0
+    return exit_status(rows, parse_gates(args.fail_on))

@@ -51,7 +51,7 @@ def run(args) -> int:
     from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
     from harness.runner import nightly
-    from harness.runner.runner import Options, run_targets
+    from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets
 
     out = console()

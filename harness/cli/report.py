@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 from harness.errors import writing
@@ -36,6 +31,7 @@ def run(args) -> int:
     from harness.analyze.regressions import detect_regressions
     from harness.cli.common import warn
     from harness.report.site import Commit, build
+    from harness.runner.asv_publish import publish_asv_site
     from harness.subjects import gitrev
     if args.asv and not args.repo:
         from harness.errors import ConfigError
@@ -55,28 +51,9 @@ def run(args) -> int:
     with writing(args.out):
         args.out.mkdir(parents=True, exist_ok=True)  # before asv publish spends minutes
     if args.asv:
-        _asv_publish(args.results_dir, args.repo, args.out / "asv")
+        publish_asv_site(args.results_dir, args.repo, args.out / "asv")
         asv_link = "asv/index.html"
     with writing(args.out):
         index = build(frame, regressions, commits, args.out, asv_link=asv_link)
     print(f"wrote {index} ({len(commits)} commits, {len(regressions)} regressions)")
     return 0
-
-
-def _asv_publish(results_dir: Path, repo: Path, dest: Path) -> None:
-    """asv publish needs results/benchmarks.json at the top: rebuilt from the machines' copies."""
-    from harness.runner.asv_config import write_config
-    with tempfile.TemporaryDirectory(prefix="spyre-bench-publish-") as tmp:
-        staged = Path(tmp) / "results"
-        shutil.copytree(results_dir, staged)
-        if not (staged / "benchmarks.json").exists():
-            merged = {}
-            for path in sorted(staged.glob("*/benchmarks.json")):
-                merged.update(json.loads(path.read_text()))
-            (staged / "benchmarks.json").write_text(json.dumps(merged))
-        config = write_config(Path(tmp) / "asv.conf.json", repo, staged)
-        conf = json.loads(config.read_text())
-        conf["html_dir"] = str(dest.resolve())
-        config.write_text(json.dumps(conf))
-        subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
-                       check=True, capture_output=True)

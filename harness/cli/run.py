@@ -63,7 +63,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.runner.runner import Options, run_targets
+    from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets, reference_targets
 
     if args.revisions and not args.repo:
@@ -111,7 +111,7 @@ def run(args) -> int:
     _summary(out, reports, results_dir)
     code = 1 if any(r.failed_groups for r in reports) else 0
     if len(reports) >= 2 and not args.no_compare:
-        from harness.runner.runner import env_name
+        from harness.runner.asv_suite import env_name
         _compare(out, results_dir, reports[0].target.commit, reports[-1].target.commit,
                  options.machine, env_name(options.device))
     if tmp:
@@ -121,7 +121,7 @@ def run(args) -> int:
 
 def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
     """Say so when none of the commits measured is on the branch ASV follows."""
-    from harness.runner.runner import current_branch
+    from harness.runner.asv_suite import current_branch
     from harness.subjects import gitrev
     branch = branch or current_branch(repo)
     if gitrev.git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}",
@@ -176,7 +176,7 @@ def _summary(out, reports, results_dir: Path) -> None:
 
 def _compare(out, results_dir: Path, base: str, head: str, machine: str, env: str) -> None:
     from harness.analyze.stored import compare_stored
-    from harness.report.comparison import render_terminal
+    from harness.report.verdict import render_terminal
     from harness.store.history import load_history_quietly
     frame = load_history_quietly(results_dir)
     # this run's own series: plain ASV may have stored the same commits under another env name

@@ -52,7 +52,7 @@ def check_output(live, output, scale: float, dtype) -> float:
 
 
 def _shapes(costs) -> dict[tuple, list[int]]:
-    from harness.measure.runner import shape_of
+    from harness.measure.kernel_figures import shape_of
 
     shapes: dict[tuple, list[int]] = {}
     for i, step in enumerate(costs.steps):
@@ -124,7 +124,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
 def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     """Each step shape (most frequent first, up to ``max_shapes``): one representative step
     checked, then timed."""
-    from harness.measure.runner import _label
+    from harness.measure.kernel_figures import _label
 
     c = session.config
     dtype = getattr(torch, c.dtype)

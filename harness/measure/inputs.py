@@ -1,4 +1,6 @@
-"""Kernel inputs built the way spyre-inference's metadata builder builds them (notes, section 2).
+"""Kernel inputs built the way spyre-inference's metadata builder builds them.
+
+See docs/spyre-inference.md, section 2.
 
 A :class:`Workspace` is what a serving process allocates once: the paged K/V cache (page 0 the
 null page) and the query staging buffer. Per step, :meth:`Workspace.step` builds the host-side
@@ -29,7 +31,7 @@ from harness.subjects.base import Bucketing
 from harness.workloads import Step
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-#: Generation B's mask is fp16 whatever the model dtype (notes, section 3).
+#: Generation B's mask is fp16 whatever the model dtype (docs/spyre-inference.md, section 3).
 CHUNKED_MASK_DTYPE = torch.float16
 
 

@@ -22,7 +22,7 @@ from harness.workloads import parse_step
 #: Small shapes: cheap enough for every PR run and the default test run.
 SMALL = dict(block_size=64, max_model_len=512, max_num_seqs=8, max_num_batched_tokens=512,
              num_kv_heads=2, queries_per_kv=2, head_size=32, num_layers=4)
-#: The notes' microbenchmark: 4 sequences, 16 blocks of 128, KV 8, QPKV 4, D 128, 40 layers.
+#: The standard microbenchmark: 4 sequences, 16 blocks of 128, KV 8, QPKV 4, D 128, 40 layers.
 NOTES = dict(block_size=128, max_model_len=2048, num_kv_heads=8, queries_per_kv=4,
              head_size=128, num_layers=40)
 #: The #810 review's example: block_size 64, max_model_len 2048.

@@ -1,13 +1,13 @@
 """Cost per decode step and per workload: loop iterations, padding, host-to-device bytes, keys.
 
-Formulas (spyre-inference notes, section 4), e = dtype bytes, S(x) = 32·ceil(x/32):
+Formulas (docs/spyre-inference.md, section 4), e = dtype bytes, S(x) = 32·ceil(x/32):
 
 * batched, generation A: B_b loop iterations per layer; H2D = query_row_ids 8·B_s +
   block_ids 4·B_b·S(B_s) + mask e·B_b·B_s·KV·bs, three transfers.
 * batched, generation B (chunked): num_chunks iterations; the kernel walks
   num_chunks·blocks_per_chunk blocks; block_ids 4·(chunks·per_chunk)·S(B_s); the mask is
   fp16, [chunks, B_s·per_chunk·KV, 1, bs].
-* per-sequence: one launch per sequence of P_s iterations. The notes give no transfer layout for
+* per-sequence: one launch per sequence of P_s iterations. spyre-inference gives no transfer layout for
   this path; the model assumes a block table (4·P_s) and a key mask (e·q_bucket·P_s·bs) per
   sequence, two transfers each, and says so wherever the figure is shown.
 """

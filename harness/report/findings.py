@@ -15,10 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
+from harness.config import BATCHED_DECODE
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
 
-BATCHED_FLAG = "SPYRE_BATCHED_DECODE"
 #: Which ladder axis explains a cost change best, first.
 AXIS_ORDER = ("batched_num_blocks", "kv", "num_blocks", "query", "batched_num_seqs", "num_seqs")
 AXIS_LABEL = {"batched_num_blocks": "batched num_blocks", "batched_num_seqs": "batched num_seqs",
@@ -63,7 +63,7 @@ def is_default(doc: dict, overrides) -> bool:
     env = doc["envs"].get(overrides)
     if env is None:
         return overrides in ("none", "batched", None)
-    return not (set(env) - {BATCHED_FLAG})
+    return not (set(env) - {BATCHED_DECODE})
 
 
 def env_text(doc: dict, names: list[str]) -> str:
@@ -76,7 +76,7 @@ def env_text(doc: dict, names: list[str]) -> str:
         if env is None:
             parts.append(f"env {n}")
         else:
-            parts.append(" ".join(f"{k}={v}" for k, v in sorted(env.items()) if k != BATCHED_FLAG)
+            parts.append(" ".join(f"{k}={v}" for k, v in sorted(env.items()) if k != BATCHED_DECODE)
                          or "default config")
     return " / ".join(dict.fromkeys(parts))
 

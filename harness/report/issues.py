@@ -9,7 +9,7 @@ instead of opening another (``harness.report.marker.regression_marker``).
 from __future__ import annotations
 
 from harness.analyze.changepoints import Regression
-from harness.analyze.comparison import case_label
+from harness.matrix import case_label
 from harness.report.markdown_escape import code, escape
 from harness.report.marker import regression_marker
 

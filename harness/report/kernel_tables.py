@@ -1,7 +1,7 @@
 """Terminal tables of ``spyre-bench kernel`` rows: skips and wrong kernels, compiled graphs,
 kernel time per step shape, workload throughput.
 
-Rendering only: the rows are :func:`harness.measure.runner.measure_workload`'s figures as they
+Rendering only: the rows are :func:`harness.measure.kernel_figures.measure_workload`'s figures as they
 are (and as ``--json`` prints them).
 """
 

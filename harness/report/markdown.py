@@ -14,6 +14,7 @@ from collections import defaultdict
 from statistics import median
 
 from harness import __version__
+from harness.matrix import PARAM_SHORT
 from harness.metrics import METRICS, format_value
 from harness.report.findings import (
     AXIS_ORDER,
@@ -45,9 +46,7 @@ def _details(summary: str, lines: list[str]) -> list[str]:
 
 
 def _at(params: dict) -> str:
-    short = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns",
-             "overrides": "env"}
-    return escape(", ".join(f"{short.get(k, k)} {v}" for k, v in params.items()))
+    return escape(", ".join(f"{PARAM_SHORT.get(k, k)} {v}" for k, v in params.items()))
 
 
 def _side(side: dict) -> str:

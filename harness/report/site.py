@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.analyze.changepoints import Regression
-from harness.analyze.comparison import case_label
+from harness.matrix import case_label
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
 from harness.registry import is_exact
-from harness.runner.runner import Options, Target, run_targets
+from harness.runner.asv_suite import Options, Target, run_targets
 from harness.store.history import load_history_quietly
 from harness.subjects import gitrev
 

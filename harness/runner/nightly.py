@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runner.runner import Options, results_file
+from harness.runner.asv_suite import Options, results_file
 from harness.store.history import is_complete, load_identity
 from harness.subjects import gitrev
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.runner.asv_suite import Target
 from harness.runner.reference_repo import ORDER, ensure_reference_repo
-from harness.runner.runner import Target
 from harness.subjects import gitrev
 
 

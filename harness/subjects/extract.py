@@ -24,7 +24,7 @@ STDLIB_IMPORTS = frozenset({"math", "bisect", "functools", "itertools", "operato
 #: Kernels may import torch as well.
 KERNEL_IMPORTS = STDLIB_IMPORTS | {"torch"}
 
-#: The leading parameters of both batched decode kernel generations (notes, section 3).
+#: The leading parameters of both batched decode kernel generations (docs/spyre-inference.md, section 3).
 KERNEL_PREFIX = ("query", "query_row_ids", "k_pages", "v_pages", "block_ids")
 
 

@@ -2,7 +2,7 @@
 
 spyre-inference's package root imports vLLM, but the bucketer needs only the standard library,
 ``vllm.config.VllmConfig`` (annotations), ``vllm.logger.init_logger`` and ``spyre_inference.envs``
-(notes, section 5). So a load runs inside an :func:`isolated` window:
+(docs/spyre-inference.md, section 6). So a load runs inside an :func:`isolated` window:
 
 * the four env overrides are set exactly as asked (and unset otherwise, so the caller's shell
   cannot leak in); every other change to ``os.environ`` is undone on exit;

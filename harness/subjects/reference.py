@@ -1,4 +1,4 @@
-"""The embedded reference subject: spyre-inference's ladder policies, written from the notes.
+"""The embedded reference subject: spyre-inference's ladder policies, written from docs/spyre-inference.md.
 
 Each named policy is one generation of the bucketer plus metadata builder, so the harness can
 answer the #810 review's questions with no checkout: ``pre-810`` (builder-owned batched ladders

@@ -23,8 +23,8 @@ Generation A, one block per loop step (:func:`batched_decode_per_block`)::
     mask_by_block  [B_b, B_s*KV, 1, bs]   model dtype, additive (0 / finfo.min / -inf)
     num_seqs = B_s, num_blocks = B_b
 
-Generation B, chunked (:func:`batched_decode_chunked`); the harness's convention, since the notes
-give only the loop structure and the mask shape::
+Generation B, chunked (:func:`batched_decode_chunked`); the harness's own convention
+for the chunked loop and the mask shape (docs/spyre-inference.md, section 3)::
 
     kernel(query, query_row_ids, k_pages, v_pages, block_ids, mask_by_block, scale,
            num_seqs, blocks_per_chunk, num_chunks, num_kv_heads, num_queries_per_kv,

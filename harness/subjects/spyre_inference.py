@@ -12,7 +12,7 @@ Capabilities, probed on the bucketer class (not on version numbers):
 * ``bucketer``: ``spyre_inference/v1/attention/spyre_attn_bucketer.py`` exists (a revision
   without it is "no bucketer yet": every figure is a skip with that reason);
 * ``num_seqs_axis``: ``find_sequence_bucket`` or ``num_seqs_buckets`` (post-#810: the batched
-  ladders are the bucketer's; before, the metadata builder's rule from the notes:
+  ladders are the bucketer's; before, the metadata builder's rule (docs/spyre-inference.md, section 2):
   P(mns, 1) and P(ceil(mml / bs), 1), since the builder cannot be loaded without vLLM);
 * ``batched_decode_variants`` / ``chunking``: the methods of those names (generation 3);
 * ``decode_prefix``: the constructor takes ``sliding_window``. That argument arrived with
@@ -96,7 +96,7 @@ class _Section:
 
 
 def bucketer_config(config: EngineConfig) -> _Section:
-    """A stand-in VllmConfig for the bucketer's constructor (notes, section 1)."""
+    """A stand-in VllmConfig for the bucketer's constructor (docs/spyre-inference.md, section 1)."""
     return _Section(
         "vllm_config",
         cache_config=_Section("vllm_config.cache_config", block_size=config.block_size),

@@ -16,7 +16,7 @@ from collections import Counter
 
 from harness.analyze.comparison import Comparison, Side
 from harness.analyze.subjects_now import add_kernel_run
-from harness.measure.compare import time_subjects
+from harness.measure.interleaved import time_subjects
 from harness.subjects import resolve_subject
 
 

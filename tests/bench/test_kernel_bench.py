@@ -1,7 +1,7 @@
 """pytest-benchmark microbenchmarks of decode-kernel buckets, with their exact figures.
 
 Tiers: the quick buckets (small shapes) run in the default test run, once each with benchmarks
-disabled; ``kernel_full`` (the notes' microbenchmark defaults and the #810 review's buckets) and
+disabled; ``kernel_full`` (the standard microbenchmark defaults and the #810 review's buckets) and
 ``inductor`` (compiled with inductor, cold cache) are opt-in: ``make bench-kernel``,
 ``make test-inductor``. Every benchmark checks its output against the oracle, and records in
 ``extra_info`` the figures that are exact: loop iterations, launches, host-to-device bytes by

@@ -11,7 +11,7 @@ from harness.config import Overrides
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
 from harness.measure.device import select
-from harness.measure.runner import KernelOptions, measure_workload
+from harness.measure.kernel_figures import KernelOptions, measure_workload
 from harness.model.cost import workload_cost
 from harness.subjects import resolve_subject
 from harness.workloads import WorkloadSpec, generate, inline

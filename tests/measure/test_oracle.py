@@ -8,8 +8,8 @@ import torch
 from harness.matrix import Case
 from harness.measure.device import select
 from harness.measure.inputs import Workspace
+from harness.measure.kernel_figures import KernelOptions, measure_workload
 from harness.measure.oracle import KernelMismatch, check_call, check_step, compare
-from harness.measure.runner import KernelOptions, measure_workload
 from harness.subjects.base import Subject
 from harness.subjects.reference_kernels import (
     ACC,

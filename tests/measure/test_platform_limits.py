@@ -6,7 +6,7 @@ import torch
 
 from harness.matrix import Case
 from harness.measure.device import select
-from harness.measure.runner import KernelOptions, measure_workload
+from harness.measure.kernel_figures import KernelOptions, measure_workload
 from harness.subjects import resolve_subject
 from harness.workloads import specs
 from tests.fixtures.spyre_sources import PLATFORM, PLATFORM_FILE

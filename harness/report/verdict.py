@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness.analyze.comparison import _SHORT, Comparison, ExactChange, case_label
+from harness.analyze.comparison import Comparison, ExactChange
+from harness.matrix import PARAM_SHORT, case_label
 from harness.metrics import METRICS, format_value, ladder_text
 
 
@@ -73,9 +74,9 @@ def where_text(params_list: list[dict], limit: int = 4) -> str:
         product *= len(v)
     distinct = {tuple(p[k] for k in fields + extra) for p in params_list}
     if len(distinct) == product:
-        head = ", ".join(f"{_SHORT.get(k, k)} {'/'.join(map(str, values[k]))}"
+        head = ", ".join(f"{PARAM_SHORT.get(k, k)} {'/'.join(map(str, values[k]))}"
                          for k in fields)
-        tail = ", ".join(f"{_SHORT.get(k, k)} {', '.join(map(str, values[k]))}"
+        tail = ", ".join(f"{PARAM_SHORT.get(k, k)} {', '.join(map(str, values[k]))}"
                          for k in extra)
         return f"{head} ({tail})" if tail else head
     groups: dict[str, list[str]] = {}
