@@ -5,6 +5,7 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 """
 
 from harness import suite
+from harness.errors import HarnessError
 from harness.evaluate import config_figures, workload_figures
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.registry import describe
@@ -18,6 +19,17 @@ def _compact(figures: dict, metrics) -> dict:
     if "skipped" in figures:
         return figures
     return {name: figures[name] for name, m in metrics.items() if m.tracked}
+
+
+def _built(mixes, config) -> list:
+    """The mixes' workloads at one config, those that build (the rest are skips later)."""
+    out = []
+    for m in mixes:
+        try:
+            out.append(m.build(config))
+        except HarnessError:
+            pass
+    return out
 
 
 def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
@@ -65,13 +77,18 @@ class Workload:
         if subject.lacks("bucketer"):
             return {"skipped": subject.lacks("bucketer")}
         mixes = specs(steps=suite.tier().steps)
-        table = {}
+        chosen = {}
         for case in suite.cases():
             key = suite.case_key(case)
-            chosen = [m for m in mixes if suite.wanted(key + (m.name,))]
-            if not chosen:
+            chosen[key] = (case, [m for m in mixes if suite.wanted(key + (m.name,))])
+        subject.prefetch_workloads([(case.config, case.overrides, built)
+                                    for case, wanted in chosen.values()
+                                    if (built := _built(wanted, case.config))])
+        table = {}
+        for case, wanted in chosen.values():
+            if not wanted:
                 continue
-            for name, figures in workload_figures(subject, case, chosen).items():
+            for name, figures in workload_figures(subject, case, wanted).items():
                 table[suite.case_key(case) + (name,)] = _compact(figures, WORKLOAD_METRICS)
         return table
 

@@ -97,6 +97,12 @@ class Subject(ABC):
         """
         return None
 
+    def prefetch_workloads(self, requests: list) -> int:
+        """Compute ``workload_costs`` of many (config, overrides, workloads) ahead, where that
+        is cheaper together (in parallel); the calls that follow return the same figures.
+        Returns how many step figures were computed ahead; the reference computes none."""
+        return 0
+
     def compile_settings(self) -> dict:
         """``torch._dynamo.config`` values the subject's platform sets at import (applied while
         graphs are counted); the reference sets none."""

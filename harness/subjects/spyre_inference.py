@@ -65,6 +65,7 @@ from harness.subjects.loader import (
     where,
 )
 from harness.subjects.memo import FIGURES
+from harness.subjects.prefetch import step_key
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -343,6 +344,14 @@ class SpyreInferenceSubject(Subject):
                     f"env={overrides.label()}: {type(exc).__name__}: {exc}"
                     f"{where(exc, self.tree)}") from None
 
+    def prefetch_workloads(self, requests: list) -> int:
+        """Drive the builder for every request at once, over worker processes
+        (:mod:`harness.subjects.prefetch`); a subject without a bucketer has nothing to drive."""
+        if self.lacks("bucketer"):
+            return 0
+        from harness.subjects.prefetch import prefetch
+        return prefetch(self, self.tree.digest(), requests)
+
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Every step of every workload through this commit's own ``build()`` and one layer of
         its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.builder`.
@@ -350,7 +359,9 @@ class SpyreInferenceSubject(Subject):
         A step already driven through identical sources, config and env is not driven again
         (:mod:`harness.subjects.memo`); the builder is loaded only when some step is new."""
         from harness.model.cost import WorkloadCost, warmup_keys
+        from harness.subjects.allocator import keep_freed_memory
 
+        keep_freed_memory()
         bucketing = self.bucketing(config, overrides)
         warmup = warmup_keys(bucketing)
         out = []
@@ -660,7 +671,7 @@ class _LazySession:
         self._stack.close()
 
     def __call__(self, step):
-        key = ("step", self.config, self.overrides.raw, step)
+        key = step_key(self.config, self.overrides, step)
         found = FIGURES.get(self.digest, key)
         if found is None:
             if self._session is None:

@@ -1,0 +1,92 @@
+"""Drive a commit's builder over many configs at once, in worker processes, into the memo.
+
+A commit's exact tier is one builder session per (config, env), each driving the same few dozen
+steps: independent work, nearly all of it the subject's own torch code, so it spreads over the
+machine's cores (``SPYRE_BENCH_JOBS``, default: the cores this process may use). Workers put
+nothing anywhere: each returns the step figures it drove, the parent adds them to
+:data:`harness.subjects.memo.FIGURES`, and the ordinary serial pass then reads them from there.
+So the figures, their order and every skip are exactly what one process gives (a worker's failure
+is dropped and met again, with its one message, by the serial pass); only a subject past its time
+limit stops the command at once, as it would in one process.
+"""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import get_all_start_methods, get_context
+
+from harness.errors import ConfigError, HarnessError
+from harness.subjects import timeout
+from harness.subjects.memo import FIGURES
+
+JOBS_ENV = "SPYRE_BENCH_JOBS"
+
+
+def jobs() -> int:
+    """Worker processes to use: ``SPYRE_BENCH_JOBS`` (1 = none), else the usable cores."""
+    raw = os.environ.get(JOBS_ENV)
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ConfigError(f"{JOBS_ENV}={raw!r}: expected a whole number of processes >= 1")
+        return value
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def step_key(config, overrides, step) -> tuple:
+    """The memo key of one driven step (with the tree's digest, everything that decides it)."""
+    return ("step", config, overrides.raw, step)
+
+
+def prefetch(subject, digest: str, requests: list) -> int:
+    """Fill the memo for ``requests`` ([(config, overrides, workloads)]) in parallel; returns
+    how many step figures came back. Nothing happens with one job, fewer than two requests that
+    miss the memo, or no ``fork`` (the workers are forks of this process: the subject already
+    loaded, nothing imported twice, no main module run again)."""
+    missing = [r for r in requests if any(FIGURES.get(digest, step_key(r[0], r[1], s)) is None
+                                          for w in r[2] for s in w.steps)]
+    workers = min(jobs(), len(missing))
+    if workers < 2 or "fork" not in get_all_start_methods():
+        return 0
+    filled = 0
+    _worker.update(subject=subject, digest=digest)
+    try:
+        # Pool's exit terminates the workers: an interrupt or a time-out stops at once, never
+        # after the queued configs have run.
+        with get_context("fork").Pool(workers, initializer=_start) as pool:
+            for entries in pool.imap(_drive, missing):
+                if isinstance(entries, str):
+                    raise timeout.SubjectTimeout(entries)
+                for key, value in entries:
+                    FIGURES.put(digest, key, value)
+                filled += len(entries)
+    finally:
+        _worker.clear()
+    return filled
+
+
+# -- in the worker ------------------------------------------------------------------------------
+
+_worker: dict = {}
+
+
+def _start() -> None:
+    import torch
+
+    torch.set_num_threads(1)   # one core per worker: the pool is the parallelism
+
+
+def _drive(request):
+    config, overrides, workloads = request
+    subject, digest = _worker["subject"], _worker["digest"]
+    try:
+        subject.workload_costs(config, overrides, workloads)
+    except timeout.SubjectTimeout as exc:
+        return str(exc)
+    except HarnessError:
+        pass   # the serial pass meets it again and reports it
+    found = (step_key(config, overrides, s) for w in workloads for s in w.steps)
+    return [(k, v) for k in found if (v := FIGURES.get(digest, k)) is not None]
