@@ -7,6 +7,7 @@ query_len is 1 for a decode. Generators are deterministic for a (name, config, s
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable
@@ -158,8 +159,10 @@ MIXES: dict[str, Mix] = {
 }
 
 
+@functools.lru_cache(maxsize=8192)
 def generate(name: str, config: EngineConfig, steps: int = DEFAULT_STEPS, seed: int = 0) -> Workload:
-    """The named mix for ``config``: ``steps`` independent batches, reproducible from ``seed``."""
+    """The named mix for ``config``: ``steps`` independent batches, reproducible from ``seed``.
+    Kept per arguments (a Workload is immutable): a tier asks for the same ones many times."""
     if name not in MIXES:
         raise TraceError(f"unknown workload {name!r}; known: {', '.join(MIXES)}")
     if steps < 1:
