@@ -124,7 +124,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
 def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     """Each step shape (most frequent first, up to ``max_shapes``): one representative step
     checked, then timed."""
-    from harness.measure.kernel_figures import _label
+    from harness.measure.kernel_figures import _label, workload_timing
 
     c = session.config
     dtype = getattr(torch, c.dtype)
@@ -163,16 +163,7 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
             "kv_gb_per_s": kv / (s.median * 1e-6) / 1e9, "max_abs_error": max(errors),
             "warnings": list(s.warnings)})
         times[shape] = s.median
-    covered = [i for sh in timed for i in shapes[sh]]
-    tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
-    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed)
-    return {
-        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed),
-        "steps": len(workload.steps), "steps_timed": len(covered), "decode_tokens": tokens,
-        "workload_us_per_token": layer_us / tokens if tokens else None,
-        "workload_tokens_per_s": (tokens / (layer_us * c.num_layers * 1e-6)
-                                  if tokens and layer_us else None),
-    }
+    return workload_timing(rows, workload, shapes, timed, times, c.num_layers)
 
 
 def measure_forward(subject, case: Case, workload: Workload, options, progress) -> dict:

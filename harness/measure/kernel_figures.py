@@ -141,15 +141,21 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                              "step_index": first, "compared_to": _label(shape),
                              **_time_shape(alone, batched_fn, sequence_fn, config, options)})
     torch._dynamo.reset()
-    covered = [i for sh in timed_shapes for i in shapes[sh]]
+    return workload_timing(rows, workload, shapes, timed_shapes, times, config.num_layers)
+
+
+def workload_timing(rows: list[dict], workload, shapes: dict, timed: list, times: dict,
+                    num_layers: int) -> dict:
+    """A workload's timing from its timed shapes, each weighted by the steps that land on it."""
+    covered = [i for sh in timed for i in shapes[sh]]
     tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
-    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed_shapes)
+    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed)
     return {
-        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed_shapes),
+        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed),
         "steps": len(workload.steps), "steps_timed": len(covered), "decode_tokens": tokens,
         # per decode token and layer, like a shape's us_per_token; tokens/s over whole steps
         "workload_us_per_token": layer_us / tokens if tokens else None,
-        "workload_tokens_per_s": (tokens / (layer_us * config.num_layers * 1e-6)
+        "workload_tokens_per_s": (tokens / (layer_us * num_layers * 1e-6)
                                   if tokens and layer_us else None),
     }
 
