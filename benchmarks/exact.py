@@ -5,11 +5,10 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 """
 
 from harness import suite
-from harness.errors import HarnessError
 from harness.evaluate import config_figures, workload_figures
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.registry import describe
-from harness.workloads import MIXES, specs
+from harness.workloads import MIXES, buildable, specs
 
 _CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
 
@@ -19,17 +18,6 @@ def _compact(figures: dict, metrics) -> dict:
     if "skipped" in figures:
         return figures
     return {name: figures[name] for name, m in metrics.items() if m.tracked}
-
-
-def _built(mixes, config) -> list:
-    """The mixes' workloads at one config, those that build (the rest are skips later)."""
-    out = []
-    for m in mixes:
-        try:
-            out.append(m.build(config))
-        except HarnessError:
-            pass
-    return out
 
 
 def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
@@ -83,7 +71,7 @@ class Workload:
             chosen[key] = (case, [m for m in mixes if suite.wanted(key + (m.name,))])
         subject.prefetch_workloads([(case.config, case.overrides, built)
                                     for case, wanted in chosen.values()
-                                    if (built := _built(wanted, case.config))])
+                                    if (built := buildable(wanted, case.config))])
         table = {}
         for case, wanted in chosen.values():
             if not wanted:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import MIN_BATCHED_SEQS, EngineConfig
-from harness.errors import TraceError
+from harness.errors import HarnessError, TraceError
 
 DEFAULT_STEPS = 32
 
@@ -254,6 +254,17 @@ class WorkloadSpec:
         if self.fixed is not None:
             return self.fixed
         return generate(self.mix, config, self.steps, self.seed)
+
+
+def buildable(wanted: list[WorkloadSpec], config: EngineConfig) -> list[Workload]:
+    """The workloads of ``wanted`` at ``config`` that build (the rest are skips, said later)."""
+    out = []
+    for spec in wanted:
+        try:
+            out.append(spec.build(config))
+        except HarnessError:
+            pass
+    return out
 
 
 def specs(mixes: list[str] | None = None, traces: list[str] | None = None,
