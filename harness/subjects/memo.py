@@ -43,5 +43,10 @@ class TreeMemo:
         self._by_tree.clear()
 
 
+def step_key(config, overrides, step) -> tuple:
+    """The key of one driven step (with the tree's digest, everything that decides it)."""
+    return ("step", config, overrides.raw, step)
+
+
 #: Bucketings (ladders, warmup records, chunk tables) and driven step costs of every subject.
 FIGURES = TreeMemo()

@@ -17,7 +17,7 @@ from multiprocessing import get_all_start_methods, get_context
 
 from harness.errors import ConfigError, HarnessError
 from harness.subjects import timeout
-from harness.subjects.memo import FIGURES
+from harness.subjects.memo import FIGURES, step_key
 
 JOBS_ENV = "SPYRE_BENCH_JOBS"
 
@@ -34,11 +34,6 @@ def jobs() -> int:
             raise ConfigError(f"{JOBS_ENV}={raw!r}: expected a whole number of processes >= 1")
         return value
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def step_key(config, overrides, step) -> tuple:
-    """The memo key of one driven step (with the tree's digest, everything that decides it)."""
-    return ("step", config, overrides.raw, step)
 
 
 def prefetch(subject, digest: str, requests: list) -> int:

@@ -12,8 +12,8 @@ Capabilities, probed on the bucketer class (not on version numbers):
 * ``bucketer``: ``spyre_inference/v1/attention/spyre_attn_bucketer.py`` exists (a revision
   without it is "no bucketer yet": every figure is a skip with that reason);
 * ``num_seqs_axis``: ``find_sequence_bucket`` or ``num_seqs_buckets`` (post-#810: the batched
-  ladders are the bucketer's; before, the metadata builder's rule (docs/spyre-inference.md, section 2):
-  P(mns, 1) and P(ceil(mml / bs), 1), since the builder cannot be loaded without vLLM);
+  ladders are the bucketer's; before, the metadata builder's rule (docs/spyre-inference.md,
+  section 2): P(mns, 1) and P(ceil(mml / bs), 1), since the builder cannot be loaded without vLLM);
 * ``batched_decode_variants`` / ``chunking``: the methods of those names (generation 3);
 * ``decode_prefix``: the constructor takes ``sliding_window``. That argument arrived with
   generation 4, the generation whose metadata builder batches the decode prefix of mixed batches;
@@ -64,8 +64,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.memo import FIGURES
-from harness.subjects.prefetch import step_key
+from harness.subjects.memo import FIGURES, step_key
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -359,9 +358,7 @@ class SpyreInferenceSubject(Subject):
         A step already driven through identical sources, config and env is not driven again
         (:mod:`harness.subjects.memo`); the builder is loaded only when some step is new."""
         from harness.model.cost import WorkloadCost, warmup_keys
-        from harness.subjects.allocator import keep_freed_memory
 
-        keep_freed_memory()
         bucketing = self.bucketing(config, overrides)
         warmup = warmup_keys(bucketing)
         out = []
