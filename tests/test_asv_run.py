@@ -11,6 +11,8 @@ import pytest
 
 from harness.store.history import load_history, load_identity
 from harness.store.identity import read as read_identity
+from tests.fixtures.spyre_repo import BUCKETER
+from tests.fixtures.spyre_sources import held_bucketer
 
 BENCH = (r"^(exact\.(Config\.track_batched_num_blocks_distinct"
          r"|Workload\.track_iterations_per_layer_mean)\(|kernel\.Decode\.time_layer\('small-4x8'\))")
@@ -126,10 +128,21 @@ def test_smoke_runs_never_write_to_the_history(spyre_repo, tmp_path):
     assert not (HISTORY_DIR / "smoke-box").exists()
 
 
+def held_commit(spyre_repo, tmp_path):
+    """A commit after 810-clamp that stays in measurement while ``tmp_path / "hold"`` exists, so
+    that an interrupt lands on it however fast the first commit went; returns (commit, hold)."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    rev = spyre_repo.add_commit({BUCKETER: held_bucketer("810-clamp", str(hold))},
+                                "bucketer: held by the test", parent="810-clamp")
+    return rev, hold
+
+
 def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
     results = tmp_path / "results"
+    held, _ = held_commit(spyre_repo, tmp_path)
     cmd = [sys.executable, "-m", "harness", "run", "--repo", str(spyre_repo.path),
-           spyre_repo.commits["pre-810"], spyre_repo.commits["810-clamp"], "--results-dir",
+           spyre_repo.commits["pre-810"], held, "--results-dir",
            str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH]
     proc = subprocess.Popen(cmd, env={**os.environ, "HOME": str(tmp_path)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -149,8 +162,9 @@ def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
 
 def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tmp_path):
     results = tmp_path / "results"
-    names = ["pre-810", "810-clamp"]
-    args = ["run", "--repo", str(spyre_repo.path), *[spyre_repo.commits[n] for n in names],
+    held, hold = held_commit(spyre_repo, tmp_path)
+    commits = [spyre_repo.commits["pre-810"], held]
+    args = ["run", "--repo", str(spyre_repo.path), *commits,
             "--results-dir", str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny",
             "--bench", BENCH, "--no-compare"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args],
@@ -164,11 +178,12 @@ def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tm
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     before = load_history(results)
-    assert not before[before.commit == spyre_repo.commits["810-clamp"]]["complete"].any()
+    assert not before[before.commit == held]["complete"].any()
+    hold.unlink()
     kept = before[before.commit == first][["benchmark", "started_at"]].reset_index(drop=True)
     again = run_cli(*args, home=tmp_path)
     assert "kept from an earlier run" in again.stdout
     after = load_history(results)
-    assert after["complete"].all() and set(after.commit) == {spyre_repo.commits[n] for n in names}
+    assert after["complete"].all() and set(after.commit) == set(commits)
     redone = after[after.commit == first][["benchmark", "started_at"]].reset_index(drop=True)
     assert redone.equals(kept)   # not measured again
