@@ -59,6 +59,9 @@ class Workload:
     params = _CONFIG_PARAMS + [list(MIXES)]
     param_names = _CONFIG_NAMES + ["workload"]
     timeout = 300
+    #: In one process (spyre-bench run), this goes before Config: its worker processes bucket
+    #: every config they drive, so Config's setup_cache then reads the bucketings.
+    setup_cache_first = True
 
     def setup_cache(self):
         subject = suite.subject()

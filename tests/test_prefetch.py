@@ -54,6 +54,20 @@ def test_parallel_figures_equal_serial_ones(spyre_repo, monkeypatch, generation)
     FIGURES.clear()
 
 
+def test_the_workers_bucketings_come_back_to_the_parent(spyre_repo, monkeypatch):
+    """What the config benchmarks read next is not computed again in the parent."""
+    spec = spyre_repo.spec("gen3")
+    serial = resolve_subject(spec)
+    expected = [serial.bucketing(c.config, c.overrides) for c in CASES]
+    FIGURES.clear()
+    monkeypatch.setenv(JOBS_ENV, "2")
+    parent = resolve_subject(spec)
+    assert all(parent.known_bucketing(c.config, c.overrides) is None for c in CASES)
+    parent.prefetch_workloads(requests())
+    assert [parent.known_bucketing(c.config, c.overrides) for c in CASES] == expected
+    FIGURES.clear()
+
+
 def test_a_subject_without_a_bucketer_has_nothing_to_drive(spyre_repo, monkeypatch):
     monkeypatch.setenv(JOBS_ENV, "2")
     assert resolve_subject(spyre_repo.spec("no-bucketer")).prefetch_workloads(requests()) == 0

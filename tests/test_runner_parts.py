@@ -131,3 +131,20 @@ def test_progress_in_a_pipe_is_a_line_per_unit_and_a_heartbeat(tmp_path):
     beats = [ln for ln in lines[1:] if "elapsed" in ln]
     assert len(beats) >= 2 and all("[kernel]" in ln for ln in beats)
     assert sum("started" in ln for ln in lines) == 1
+
+
+def test_in_process_the_workload_cache_is_set_up_first_and_results_keep_their_order(
+        monkeypatch):
+    """Workload's setup_cache fills what Config's reads (the workers' bucketings), so it runs
+    first in one process; the stored results stay in discovery order."""
+    from harness.runner import inprocess
+    benchmarks = inprocess.discover("tiny")
+    ran = []
+    for b in benchmarks:
+        cls = b._attr_sources[1].__class__
+        monkeypatch.setattr(cls, "setup_cache",
+                            lambda self, name=cls.__name__: ran.append(name) or {"skipped": "x"})
+    values = inprocess._values(benchmarks, {b.name: None for b in benchmarks})
+    assert ran == ["Workload", "Config"]
+    assert list(values) == [b.name for b in benchmarks]
+    assert all(v != v for vals, *_ in values.values() for v in vals)   # NaN: skipped

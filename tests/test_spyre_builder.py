@@ -130,3 +130,39 @@ def test_the_override_rule_is_told_apart_by_asking_the_bucketer(spyre_repo):
              for g in GENERATIONS}
     assert rules == {"no-bucketer": None, "pre-810": "top-up", "810-topup": "top-up",
                      "810-clamp": "clamp", "gen3": "clamp", "gen4": "clamp"}
+
+
+def _kernel(query, rows, pages, *, scale, num_seqs, out=None, block_size=64):
+    return query
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("q", "r", "p"), {"scale": 0.5, "num_seqs": 4}),
+    (("q",), {"rows": "r", "pages": "p", "scale": 0.5, "num_seqs": 4, "out": "o"}),
+    (("q", "r", "p"), {"scale": 0.5, "num_seqs": 4, "block_size": 192}),
+])
+def test_a_recorded_kernel_call_binds_as_the_signature_does(args, kwargs):
+    import inspect
+
+    from harness.subjects.builder import KernelProxy
+    expected = inspect.signature(_kernel).bind(*args, **kwargs)
+    expected.apply_defaults()
+    got = KernelProxy(_kernel, {}).bind(args, kwargs)
+    assert got == dict(expected.arguments) and list(got) == list(expected.arguments)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("q", "r", "p", "extra"), {"scale": 0.5, "num_seqs": 4}),   # too many positionals
+    (("q", "r", "p"), {"scale": 0.5}),                            # a required one missing
+    (("q", "r", "p"), {"scale": 0.5, "num_seqs": 4, "bogus": 1}),  # an unknown name
+    (("q", "r", "p"), {"query": "again", "scale": 0.5, "num_seqs": 4}),  # given twice
+])
+def test_a_recorded_kernel_call_the_signature_refuses_raises_its_type_error(args, kwargs):
+    import inspect
+
+    from harness.subjects.builder import KernelProxy
+    with pytest.raises(TypeError) as expected:
+        inspect.signature(_kernel).bind(*args, **kwargs)
+    with pytest.raises(TypeError) as got:
+        KernelProxy(_kernel, {}).bind(args, kwargs)
+    assert str(got.value) == str(expected.value)

@@ -86,21 +86,44 @@ class KernelProxy:
         self.mode = "record"
         self.target = fn
         self.calls: list[KernelCall] = []
+        params = self.signature.parameters.values()
+        plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+        #: (positional names, defaults) when the kernel takes only named parameters, so a call
+        #: binds with a dict (a recorded step makes hundreds); else None: inspect binds it
+        self._simple = (tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD),
+                        {p.name: p.default for p in params if p.default is not p.empty},
+                        frozenset(self.signature.parameters)) if plain else None
+
+    def bind(self, args: tuple, kwargs: dict) -> dict:
+        """The call's arguments by name, defaults filled in (what ``Signature.bind`` gives)."""
+        if self._simple is not None:
+            positional, defaults, names = self._simple
+            if len(args) <= len(positional) and not kwargs.keys() - names:
+                arguments = dict(zip(positional, args))
+                if not kwargs.keys() & arguments.keys():
+                    arguments.update(kwargs)
+                    if len(arguments) + len(defaults) >= len(names):
+                        for name, value in defaults.items():
+                            arguments.setdefault(name, value)
+                        if len(arguments) == len(names):
+                            return {n: arguments[n] for n in self.signature.parameters}
+        bound = self.signature.bind(*args, **kwargs)   # raises the TypeError a call would
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
     def __call__(self, *args, **kwargs):
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        self.calls.append(KernelCall(self.fn.__name__, dict(bound.arguments)))
+        arguments = self.bind(args, kwargs)
+        self.calls.append(KernelCall(self.fn.__name__, arguments))
         if self.mode == "run":
             try:
                 return self.target(*args, **kwargs)
             except Exception as exc:
                 raise KernelRaised(self.fn.__name__, exc) from exc
-        out = bound.arguments.get("out")
+        out = arguments.get("out")
         if out is not None:
             return out
         import torch
-        first = next(v for v in bound.arguments.values() if isinstance(v, torch.Tensor))
+        first = next(v for v in arguments.values() if isinstance(v, torch.Tensor))
         return torch.zeros((), dtype=first.dtype).expand(first.shape)  # read-only, no memory
 
 
@@ -135,6 +158,10 @@ class Transfer:
     bytes: int
 
 
+#: torch dtype -> its name without the module ("float16"), filled on first sight.
+_DTYPE_NAMES: dict = {}
+
+
 class TransferLog:
     """Wraps the subject's ``convert``: every call is one host-to-device transfer.
 
@@ -150,9 +177,11 @@ class TransferLog:
         self.names: dict[int, str] = {}
 
     def __call__(self, tensor, *args, **kwargs):
+        dtype_name = _DTYPE_NAMES.get(tensor.dtype)
+        if dtype_name is None:
+            dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
         self.log.append(Transfer(self.names.get(id(tensor), "other"), tuple(tensor.shape),
-                                 str(tensor.dtype).replace("torch.", ""),
-                                 tensor.numel() * tensor.element_size()))
+                                 dtype_name, tensor.numel() * tensor.element_size()))
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
         dtype = kwargs.get("dtype")
@@ -390,21 +419,23 @@ class BuilderSession:
         total = sum(blocks)
         pages = torch.randperm(total, generator=torch.Generator().manual_seed(seed)).to(
             torch.int32) + 1
+        # row s holds the next blocks[s] pages of the permutation (a boolean fill is row-major)
         table = torch.zeros(n, width, dtype=torch.int32)
-        slots, used = [], 0
-        for s in range(n):
-            row = pages[used:used + blocks[s]]
-            used += blocks[s]
-            table[s, :blocks[s]] = row
-            tokens = torch.arange(seq_lens[s] - query_lens[s], seq_lens[s])
-            slots.append(row[tokens // bs].to(torch.int64) * bs + tokens % bs)
+        table[torch.arange(width) < torch.tensor(blocks).unsqueeze(1)] = pages
+        # the new tokens of sequence s are positions seq_len - query_len .. seq_len - 1
+        q = torch.tensor(query_lens)
+        seq_of_token = torch.repeat_interleave(torch.arange(n), q)
+        first_new = torch.tensor([x - y for x, y in zip(seq_lens, query_lens)])
+        tokens = (torch.arange(starts[-1]) - torch.tensor(starts[:-1])[seq_of_token]
+                  + first_new[seq_of_token])
+        slot_mapping = table[seq_of_token, tokens // bs].to(torch.int64) * bs + tokens % bs
         qsl = torch.tensor(starts, dtype=torch.int32)
         lens = torch.tensor(seq_lens, dtype=torch.int32)
         cam = sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata
         return cam(query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens,
                    seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
                    max_query_len=max(query_lens), max_seq_len=max(seq_lens),
-                   block_table_tensor=table, slot_mapping=torch.cat(slots), causal=True,
+                   block_table_tensor=table, slot_mapping=slot_mapping, causal=True,
                    is_prefilling=torch.tensor([q > 1 for q in query_lens])), total + 1
 
     def build(self, step, seed: int = 0):

@@ -48,5 +48,10 @@ def step_key(config, overrides, step) -> tuple:
     return ("step", config, overrides.raw, step)
 
 
+def ladders_key(config, overrides) -> tuple:
+    """The key of the batched ladders a constructed builder dispatches on."""
+    return ("builder_ladders", config, overrides.raw)
+
+
 #: Bucketings (ladders, warmup records, chunk tables) and driven step costs of every subject.
 FIGURES = TreeMemo()

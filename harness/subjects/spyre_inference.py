@@ -64,7 +64,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.memo import FIGURES, step_key
+from harness.subjects.memo import FIGURES, ladders_key, step_key
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -307,8 +307,7 @@ class SpyreInferenceSubject(Subject):
         reason = self.lacks("bucketer")
         if reason:
             raise CapabilityMissing(reason)
-        key = (config.block_size, config.max_model_len, config.max_num_seqs,
-               config.max_num_batched_tokens, overrides.raw)
+        key = _bucketing_key(config, overrides)
         if key not in self._memo:
             try:
                 with bounded(f"{self.origin}: bucketing {config.label()} "
@@ -322,6 +321,17 @@ class SpyreInferenceSubject(Subject):
         if isinstance(found, HarnessError):
             raise found
         return found
+
+    def known_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:
+        """The bucketing of ``config`` if this process has computed it (errors stay here: a
+        worker hands back only what it could compute)."""
+        found = self._memo.get(_bucketing_key(config, overrides))
+        return found if isinstance(found, Bucketing) else None
+
+    def keep_bucketing(self, config: EngineConfig, overrides: Overrides,
+                       bucketing: Bucketing) -> None:
+        """Take a bucketing computed by a worker process (:mod:`harness.subjects.prefetch`)."""
+        self._memo.setdefault(_bucketing_key(config, overrides), bucketing)
 
     def _compute(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         handler = CaptureHandler()
@@ -391,7 +401,7 @@ class SpyreInferenceSubject(Subject):
         constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
         from harness.subjects.builder import BuilderSession
 
-        key = ("builder_ladders", config, overrides.raw)
+        key = ladders_key(config, overrides)
         found = FIGURES.get(self.tree.digest(), key)
         if found is None:
             with BuilderSession(self.tree, self.origin, config, overrides) as session:
@@ -648,6 +658,12 @@ def _identity(tree: SourceTree, commit: str | None, dirty: bool) -> str:
         return commit
     digest = tree.digest()
     return f"{commit}+dirty.{digest[:12]}" if commit else f"sha256:{digest[:16]}"
+
+
+def _bucketing_key(config: EngineConfig, overrides: Overrides) -> tuple:
+    """What decides a bucketing: the fields the bucketer reads, and the env."""
+    return (config.block_size, config.max_model_len, config.max_num_seqs,
+            config.max_num_batched_tokens, overrides.raw)
 
 
 class _LazySession:
