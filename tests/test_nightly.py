@@ -108,7 +108,10 @@ def test_change_points_name_exactly_the_planted_commits(measured):
                "nightly", "--json", "-", "--issues-dir", str(home / "issues"), home=home)
     assert proc.returncode == 1
     found = {r["first_bad"]: r for r in json.loads(proc.stdout)}
-    assert set(found) == {c[3], c[5]}
+    named = {rev: f"c{i}" for i, rev in c.items()}
+    assert set(found) == {c[3], c[5]}, [  # which commits, and the points that made them
+        (named.get(r["first_bad"]), r["kind"], [(p["benchmark"], p.get("before"), p.get("after"))
+                                                for p in r["points"]]) for r in found.values()]
     ladder, slow = found[c[3]], found[c[5]]
     assert ladder["kind"] == "exact" and ladder["last_good"] == c[1]
     assert ladder["candidates"] == [c[2], c[3]]

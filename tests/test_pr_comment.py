@@ -52,10 +52,12 @@ def document(repo, base, head, cases=None, workloads=None, oracle=False) -> dict
 
 
 def pinned(name: str, doc: dict, repo, **names) -> str:
-    """The rendered comment, equal to its golden file; ``names``: commits added by this test."""
+    """The rendered comment, equal to its golden file; ``names``: commits added by this test.
+    Commits appear by name (``<810-topup>``), so editing a fixture file changes no golden file
+    unless the comment itself changes."""
     text = render(doc).replace(str(repo.path), "<fixture>").replace(escape(str(repo.path)),
                                                                     "<fixture>")
-    for label, rev in names.items():
+    for label, rev in {**repo.commits, **names}.items():
         text = text.replace(repo.rev(rev), f"<{label}>").replace(repo.rev(rev)[:12], f"<{label}>")
     path = GOLDEN / name
     if UPDATE:

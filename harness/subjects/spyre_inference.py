@@ -1,4 +1,4 @@
-"""spyre-inference as a subject: the ladders its *own* bucketer computes, from any version of it.
+"""spyre-inference as a subject: its own bucketer's ladders and builder's figures, from any version.
 
 Specs: ``spyre-inference`` (the installed package), ``path:<checkout>``, ``git:<repo>@<rev>``.
 The subject snapshots ``spyre_inference/**.py`` once (from the checkout, or from the revision's
@@ -7,19 +7,23 @@ each ``bucketing(config, overrides)`` with a fresh load inside an isolated windo
 (:mod:`harness.subjects.loader`): env overrides set only there, ``clear_env_cache()`` before the
 construction, every module of the load gone afterwards.
 
-Capabilities, probed on the bucketer class (not on version numbers):
+Capabilities, probed on the code (not on version numbers):
 
 * ``bucketer``: ``spyre_inference/v1/attention/spyre_attn_bucketer.py`` exists (a revision
   without it is "no bucketer yet": every figure is a skip with that reason);
-* ``num_seqs_axis``: ``find_sequence_bucket`` or ``num_seqs_buckets`` (post-#810: the batched
-  ladders are the bucketer's; before, the metadata builder's rule (docs/spyre-inference.md,
-  section 2): P(mns, 1) and P(ceil(mml / bs), 1), since the builder cannot be loaded without vLLM);
-* ``batched_decode_variants`` / ``chunking``: the methods of those names (generation 3);
-* ``decode_prefix``: the constructor takes ``sliding_window``. That argument arrived with
-  generation 4, the generation whose metadata builder batches the decode prefix of mixed batches;
-  the builder itself imports vLLM, so the bucketer's signature is the marker read here;
+* ``num_seqs_axis``: ``find_sequence_bucket`` or ``num_seqs_buckets`` on the bucketer class
+  (#810 on). Which batched ladders dispatch is not inferred from it: it is read from the
+  constructed metadata builder (:meth:`SpyreInferenceSubject.builder_ladders`: its own before
+  #810, its bucketer's after);
+* ``batched_decode_variants``: the method of that name; ``chunking``: ``batched_decode_chunking``
+  on the class or, as in generations 3-4, at module level;
+* ``sliding_window``: the bucketer's constructor takes it (generation 4);
+* ``decode_prefix``: the backend module uses vLLM's ``split_decodes_and_prefills`` (generation 3
+  on): the builder, not the bucketer, decides whether a mixed batch batches its decodes;
 * ``decode_kernel_a`` / ``decode_kernel_b``: a top-level function with the kernel's signature in
-  ``backends/spyre_attn.py`` or ``ops/batched_decode.py`` (found by parsing, not importing).
+  ``backends/spyre_attn.py`` or ``ops/batched_decode.py`` (found by parsing, not importing);
+* ``forward``: the backend defines ``SpyreAttentionMetadataBuilder`` and ``SpyreAttentionImpl``,
+  which :mod:`harness.subjects.builder` drives per step.
 
 The installed package is imported normally when its full stack (vLLM) imports ("stack" mode; its
 modules then stay imported, as any import does, and only the env and the env cache are managed per
