@@ -166,3 +166,21 @@ def test_a_recorded_kernel_call_the_signature_refuses_raises_its_type_error(args
     with pytest.raises(TypeError) as got:
         KernelProxy(_kernel, {}).bind(args, kwargs)
     assert str(got.value) == str(expected.value)
+
+
+def test_a_closed_builder_session_leaves_nothing_of_the_commit_alive(spyre_repo):
+    """A config's load is gone once its figures are in: no recorded kernel call (the step's
+    tensors), no proxy, no class of the commit stays reachable (a full tier loads hundreds)."""
+    import gc
+    import weakref
+
+    from harness.subjects.builder import BuilderSession, KernelProxy
+    subject = resolve_subject(spyre_repo.spec("gen3"))
+    with BuilderSession(subject.tree, subject.origin, CASE.config, CASE.overrides) as session:
+        session.record_step(tuple(Seq(150) for _ in range(4)))
+        builder_cls = weakref.ref(type(session.builder))
+        module = weakref.ref(session.module)
+    del session
+    gc.collect()
+    assert builder_cls() is None and module() is None
+    assert not [o for o in gc.get_objects() if type(o) is KernelProxy]

@@ -313,6 +313,7 @@ class BuilderSession:
         self.tree, self.origin, self.config, self.overrides = tree, origin, config, overrides
         self.handler = CaptureHandler()
         self.proxies: list[KernelProxy] = []
+        self.transfers: TransferLog | None = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> BuilderSession:
@@ -324,6 +325,7 @@ class BuilderSession:
         return self
 
     def __exit__(self, *exc):
+        self.release()
         self._stack.close()
 
     def _open(self) -> None:
@@ -463,6 +465,15 @@ class BuilderSession:
         calls = [c for p in self.proxies for c in p.calls]
         return calls, list(self.transfers.log)
 
+    def release(self) -> None:
+        """Drop what the last forward recorded (its kernel arguments are the step's tensors,
+        hundreds of MiB for a long prefill): nothing keeps them until the next step."""
+        for p in self.proxies:
+            p.calls.clear()
+        if self.transfers is not None:
+            self.transfers.log.clear()
+            self.transfers.names.clear()
+
     def kv_cache_shape(self, num_pages: int) -> tuple[int, ...]:
         c = self.config
         backend = getattr(self.module, BACKEND_CLASS, None)
@@ -496,6 +507,7 @@ class BuilderSession:
         metadata, _, pages = self.build(step, seed)
         query, cache, output = self.placeholders(step, pages)
         calls, transfers = self.forward(metadata, query, cache, output)
+        self.release()
         bs = self.config.block_size
         batched = [c for c in calls if c.batched]
         single = [c for c in calls if not c.batched]

@@ -18,7 +18,7 @@ import logging
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar
 
 #: The vLLM release these stand-ins follow.
 VLLM_VERSION = "0.27"
@@ -135,14 +135,21 @@ class AttentionMetadata:
     """Base of a backend's per-step metadata (a dataclass in every backend)."""
 
 
-M = TypeVar("M")
+class _Subscriptable:
+    """Subscripted as vLLM's generic bases are (``AttentionMetadataBuilder[SpyreMetadata]``);
+    the subscription is the class itself. ``typing.Generic`` would keep every subscription in its
+    process-wide cache, and with it each loaded commit's classes, modules and whatever their
+    globals hold (a recorded step's tensors: about a GiB per config at max_model_len 131072)."""
+
+    def __class_getitem__(cls, item):
+        return cls
 
 
-class AttentionImpl(Generic[M]):
+class AttentionImpl(_Subscriptable):
     """Base of a backend's attention implementation."""
 
 
-class AttentionMetadataBuilder(Generic[M]):
+class AttentionMetadataBuilder(_Subscriptable):
     """vLLM's builder base: keeps the constructor arguments; ``reorder_batch_threshold`` is the
     query length up to which a request counts as a decode (None: no reordering)."""
 
