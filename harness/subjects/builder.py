@@ -181,7 +181,7 @@ class TransferLog:
         if dtype_name is None:
             dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
         self.log.append(Transfer(self.names.get(id(tensor), "other"), tuple(tensor.shape),
-                                 dtype_name, tensor.numel() * tensor.element_size()))
+                                 dtype_name, tensor.nbytes))
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
         dtype = kwargs.get("dtype")
@@ -192,15 +192,20 @@ class TransferLog:
         self.names.clear()
         import torch
 
+        tensor, names = torch.Tensor, self.names
+
         def visit(value, name):
-            if isinstance(value, torch.Tensor):
-                self.names.setdefault(id(value), name)
+            if isinstance(value, tensor):
+                names.setdefault(id(value), name)
             elif isinstance(value, dict):
                 for k, v in value.items():
                     visit(v, str(k))
             elif isinstance(value, (list, tuple)):
-                for v in value:
-                    visit(v, name)
+                for v in value:   # mostly one tensor per sequence: named here, not recursed into
+                    if type(v) is tensor:
+                        names.setdefault(id(v), name)
+                    else:
+                        visit(v, name)
 
         for attr, value in vars(metadata).items():
             visit(value, attr.removesuffix("_cpu"))
