@@ -4,7 +4,10 @@ Exact series are deterministic, so every change between consecutive measured com
 point, in either direction. Timing series are noisy: ASV's own step detection
 (``asv.step_detect``: a piecewise-constant fit, then upward steps past a relative threshold)
 decides, with the threshold asv.conf.json's ``regressions_thresholds`` gives the benchmark (the
-largest matching one, as ``asv publish`` does).
+largest matching one, as ``asv publish`` does). A timing point whose own samples spread wider
+than that threshold (interquartile range over the median: a busy host, e.g. samples from 7 ms to
+1 s) cannot show such a step and is left out of the fit, said through ``on_noisy``; the next clean
+measurement of that series decides.
 
 Change points at the same commit range are one *regression*: what a GitHub issue is opened for,
 naming the first bad commit measured and every commit the change could be in. This module returns
@@ -94,8 +97,21 @@ def threshold_for(benchmark: str, thresholds) -> float:
     return max(matched) if matched else DEFAULT_TIMING_THRESHOLD
 
 
-def detect(frame, order: list[str] | None = None, thresholds=()) -> list[ChangePoint]:
-    """Change points of every series in a history frame (harness.store.history)."""
+def _spread(row) -> float:
+    """Interquartile range over the median of one stored timing (0 when not stored)."""
+    try:
+        q25, q75, median = float(row["q_25"]), float(row["q_75"]), float(row["value"])
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    if math.isnan(q25) or math.isnan(q75) or not median:
+        return 0.0
+    return (q75 - q25) / median
+
+
+def detect(frame, order: list[str] | None = None, thresholds=(),
+           on_noisy=None) -> list[ChangePoint]:
+    """Change points of every series in a history frame (harness.store.history);
+    ``on_noisy(line)`` hears of each timing point left out as too noisy to show a step."""
     ok = frame[frame["status"] == "ok"]
     if order is None:
         order = list(ok.sort_values("date")["commit"].drop_duplicates())
@@ -121,9 +137,20 @@ def detect(frame, order: list[str] | None = None, thresholds=()) -> list[ChangeP
                                               first_bad=commits[i], before=values[i - 1],
                                               after=values[i]))
             continue
+        threshold = threshold_for(bench, thresholds)
+        spreads = [_spread(row) for _, row in rows.iterrows()]
+        kept = [i for i, sp in enumerate(spreads) if not threshold or sp <= threshold]
+        for i in sorted(set(range(len(values))) - set(kept)):
+            if on_noisy is not None:
+                on_noisy(f"{bench} {_p} at {commits[i][:12]} on {machine}: its samples spread "
+                         f"{spreads[i]:.0%} of the median, over the {threshold:.0%} step "
+                         "threshold (a busy host?); left out of step detection until measured "
+                         "again")
+        commits, values = [commits[i] for i in kept], [values[i] for i in kept]
+        if len(values) < 2:
+            continue
         steps = step_detect.detect_steps(values)
-        _, _, regressions = step_detect.detect_regressions(
-            steps, threshold=threshold_for(bench, thresholds))
+        _, _, regressions = step_detect.detect_regressions(steps, threshold=threshold)
         for before_i, after_i, before_v, after_v in regressions or []:
             points.append(ChangePoint(**common, last_good=commits[before_i],
                                       first_bad=commits[after_i], before=before_v,

@@ -13,8 +13,8 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str | None,
                        machine: str | None = None, warn: Callable[[str], None] | None = None):
     """(frame, regressions, commit order) for a results folder; with ``repo``, the order is
     ``branch``'s first-parent history (default: the branch checked out in ``repo``). ``warn``
-    (if given) hears of skipped results files and of measured commits left out as off the
-    branch."""
+    (if given) hears of skipped results files, of measured commits left out as off the
+    branch, and of timing points too noisy to show a step."""
     from harness.analyze.changepoints import detect, group, thresholds_from
     from harness.runner.asv_config import load_project_config
     from harness.runner.nightly import first_parent_history
@@ -28,7 +28,7 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str | None,
         branch = branch or current_branch(repo)
         order = first_parent_history(repo, branch)
         _warn_off_branch(set(frame["commit"]), set(order), repo, branch, warn)
-    points = detect(frame, order, thresholds_from(load_project_config()))
+    points = detect(frame, order, thresholds_from(load_project_config()), on_noisy=warn)
     if order:
         index = {c: i for i, c in enumerate(order)}
         between = lambda good, bad: order[index[good] + 1:index[bad] + 1]  # noqa: E731

@@ -113,25 +113,22 @@ class HostLoad:
         return False
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _STEADY: list[str | None] = []
 
 
 def _steady_glibc_allocator() -> str | None:
     """mallopt: mmap only above 32 MiB (glibc's maximum), never trim the heap. Once per process."""
-    if _STEADY:
-        return _STEADY[0]
-    note = None
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        if libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20) and libc.mallopt(_M_TRIM_THRESHOLD,
-                                                                       (1 << 31) - 1):
-            note = "glibc mallopt: mmap threshold 32 MiB, no heap trim"
-    except (OSError, AttributeError):
-        note = None
-    _STEADY.append(note)
-    return note
+    if not _STEADY:
+        from harness.allocator import (
+            M_MMAP_THRESHOLD,
+            M_TRIM_THRESHOLD,
+            MAX_MMAP_THRESHOLD,
+            NO_TRIM,
+            mallopt,
+        )
+        took = mallopt({M_MMAP_THRESHOLD: MAX_MMAP_THRESHOLD, M_TRIM_THRESHOLD: NO_TRIM})
+        _STEADY.append("glibc mallopt: mmap threshold 32 MiB, no heap trim" if took else None)
+    return _STEADY[0]
 
 
 def _spyre_available() -> bool:

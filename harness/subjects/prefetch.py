@@ -14,8 +14,6 @@ limit stops the command at once, as it would in one process.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 from multiprocessing import get_all_start_methods, get_context
 
@@ -77,35 +75,16 @@ def prefetch(subject, digest: str, requests: list) -> int:
 _worker: dict = {}
 
 
-#: glibc ``mallopt`` parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX.
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
-
-
 def _keep_freed_memory() -> None:
-    """Let freed memory be reused instead of handed back to the kernel (glibc only).
+    """Let freed memory be reused instead of handed back to the kernel (:mod:`harness.allocator`).
 
-    The subject's builder allocates a fresh mask of up to tens of MiB per step. glibc serves
-    every allocation above 32 MiB (and above its adaptive threshold, from 128 KiB) with a new
-    ``mmap`` whose pages fault in zeroed one by one, then unmaps it on free: on a 2-core box that
-    was about a third of a generation commit's exact tier (5.5 M minor faults, 24 s of system
-    time, against 0.9 M with this). A worker only computes exact figures, nothing is timed in it, and it exits
-    when the pool does, so keeping its heap costs nothing after."""
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        mallopt = None
-    if mallopt is None:
-        return
-    import os as _o
-    if _o.environ.get("VARIANT") == "a":
-        mallopt(-3, 32 << 20)
-        mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
-        mallopt(_M_TOP_PAD, 64 << 20)
-    else:
-        mallopt(_M_MMAP_MAX, 0)
-        mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
-        mallopt(_M_TOP_PAD, 256 << 20)
+    The subject's builder allocates a fresh mask of up to hundreds of MiB per step; served by mmap
+    (every allocation above 32 MiB is, whatever the threshold) and unmapped on free, it faulted
+    in anew every step: about a third of a generation commit's exact tier on a 2-core box (5.5 M
+    minor faults, 24 s of system time, against 0.9 M with this). A worker only computes exact
+    figures, nothing is timed in it, and it exits with the pool, so its heap goes with it."""
+    from harness.allocator import M_MMAP_MAX, M_TOP_PAD, M_TRIM_THRESHOLD, NO_TRIM, mallopt
+    mallopt({M_MMAP_MAX: 0, M_TRIM_THRESHOLD: NO_TRIM, M_TOP_PAD: 256 << 20})
 
 
 def _start() -> None:
