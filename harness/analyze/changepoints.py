@@ -139,14 +139,15 @@ def detect(frame, order: list[str] | None = None, thresholds=(),
             continue
         threshold = threshold_for(bench, thresholds)
         spreads = [_spread(row) for _, row in rows.iterrows()]
-        kept = [i for i, sp in enumerate(spreads) if not threshold or sp <= threshold]
-        for i in sorted(set(range(len(values))) - set(kept)):
+        noisy = {i for i, sp in enumerate(spreads) if threshold and sp > threshold}
+        for i in sorted(noisy):
             if on_noisy is not None:
                 on_noisy(f"{bench} {_p} at {commits[i][:12]} on {machine}: its samples spread "
                          f"{spreads[i]:.0%} of the median, over the {threshold:.0%} step "
                          "threshold (a busy host?); left out of step detection until measured "
                          "again")
-        commits, values = [commits[i] for i in kept], [values[i] for i in kept]
+        commits = [c for i, c in enumerate(commits) if i not in noisy]
+        values = [v for i, v in enumerate(values) if i not in noisy]
         if len(values) < 2:
             continue
         steps = step_detect.detect_steps(values)

@@ -88,8 +88,8 @@ class KernelProxy:
         self.calls: list[KernelCall] = []
         params = self.signature.parameters.values()
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
-        #: (positional names, defaults) when the kernel takes only named parameters, so a call
-        #: binds with a dict (a recorded step makes hundreds); else None: inspect binds it
+        #: (positional names, defaults, every name) when the kernel takes only named parameters,
+        #: so a call binds with dicts (a recorded step makes hundreds); else None: inspect binds
         self._simple = (tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD),
                         {p.name: p.default for p in params if p.default is not p.empty},
                         frozenset(self.signature.parameters)) if plain else None
@@ -98,15 +98,12 @@ class KernelProxy:
         """The call's arguments by name, defaults filled in (what ``Signature.bind`` gives)."""
         if self._simple is not None:
             positional, defaults, names = self._simple
-            if len(args) <= len(positional) and not kwargs.keys() - names:
-                arguments = dict(zip(positional, args))
-                if not kwargs.keys() & arguments.keys():
-                    arguments.update(kwargs)
-                    if len(arguments) + len(defaults) >= len(names):
-                        for name, value in defaults.items():
-                            arguments.setdefault(name, value)
-                        if len(arguments) == len(names):
-                            return {n: arguments[n] for n in self.signature.parameters}
+            given = dict(zip(positional, args))
+            if (len(args) <= len(positional) and kwargs.keys() <= names
+                    and not kwargs.keys() & given.keys()):
+                arguments = {**defaults, **given, **kwargs}
+                if len(arguments) == len(names):   # else a required one is missing
+                    return {n: arguments[n] for n in self.signature.parameters}
         bound = self.signature.bind(*args, **kwargs)   # raises the TypeError a call would
         bound.apply_defaults()
         return dict(bound.arguments)

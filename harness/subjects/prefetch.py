@@ -6,10 +6,10 @@ machine's cores (``SPYRE_BENCH_JOBS``, default: the cores this process may use).
 nothing anywhere: each returns the step figures it drove (with the builder's ladders and the
 config's bucketing, which the config benchmarks read), the parent adds them to
 :data:`harness.subjects.memo.FIGURES` and the subject, and the ordinary serial pass then reads
-them from there. A worker keeps the memory it frees (nothing is timed in it).
-So the figures, their order and every skip are exactly what one process gives (a worker's failure
-is dropped and met again, with its one message, by the serial pass); only a subject past its time
-limit stops the command at once, as it would in one process.
+them from there. So the figures, their order and every skip are exactly what one process gives
+(a worker's failure is dropped and met again, with its one message, by the serial pass); only a
+subject past its time limit stops the command at once, as it would in one process. A worker keeps
+the memory it frees (nothing is timed in it).
 """
 
 from __future__ import annotations

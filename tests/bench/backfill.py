@@ -2,6 +2,7 @@
 
     python -m tests.bench.backfill --tier quick --commits 100     # the issue-11 backfill figure
     python -m tests.bench.backfill --tier full --commits 1        # bytes per commit, full tier
+    python -m tests.bench.backfill --first gen3 --commits 1       # one commit in a fresh process
 
 Commits are fixture commits (tests.fixtures.spyre_repo): the generations, then docs-only commits
 on top of #810 as merged, so every commit has a bucketer and costs the full tier. Prints seconds
@@ -17,11 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
+#: The fixture's generation commits, each driven through its own builder.
+GENERATIONS = ("pre-810", "810-topup", "810-clamp", "gen3", "gen4")
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--tier", default="quick")
     p.add_argument("--commits", type=int, default=100)
+    p.add_argument("--first", choices=GENERATIONS, default=GENERATIONS[0],
+                   help="the generation measured first (with --commits 1: alone, imports included)")
     args = p.parse_args(argv)
     from harness.runner.inprocess import write_exact
     from harness.runner.machine import ensure_machine
@@ -31,7 +37,7 @@ def main(argv=None) -> int:
         os.environ["HOME"] = str(tmp)
         ensure_machine("bench-box")
         repo = build_repo(tmp / "spyre-inference")
-        generations = ("pre-810", "810-topup", "810-clamp", "gen3", "gen4")
+        generations = (args.first, *(g for g in GENERATIONS if g != args.first))
         commits = [repo.commits[n] for n in generations]
         parent = "810-clamp"
         while len(commits) < args.commits:
