@@ -23,11 +23,14 @@ from tests.fixtures.spyre_repo import BUCKETER, plant_slowdown
 BENCH = (r"^(exact\.Workload\.track_iterations_per_layer_mean\(.*'uniform-short'\)"
          r"|kernel\.Decode\.time_layer\('small-4x8'\))")
 ARTIFACTS = os.environ.get("SPYRE_BENCH_ARTIFACTS", "test-artifacts")
+#: One torch thread for the timed kernels: on a 2-core box with one core busy elsewhere, two
+#: intra-op threads ran the kernel 20-70x slower (samples 1.6 ms to 1 s); one ran it within 10 %.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def cli(*args, home, check=True):
     proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
-                          text=True, env={**os.environ, "HOME": str(home), "COLUMNS": "200"})
+                          text=True, env={**os.environ, **ONE_THREAD, "HOME": str(home), "COLUMNS": "200"})
     if check and proc.returncode not in (0, 1):
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -68,7 +71,7 @@ def measured(history):
     # first run: killed once its first commit is measured (a fast machine may finish a second
     # before the signal lands; what matters is that some, not all, were measured)
     proc = subprocess.Popen([sys.executable, "-m", "harness", *nightly_args(repo, results)],
-                            env={**os.environ, "HOME": str(home)}, stdout=subprocess.PIPE,
+                            env={**os.environ, **ONE_THREAD, "HOME": str(home)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while not list((results / "spyre-0").glob("*.identity")):
@@ -111,7 +114,8 @@ def test_change_points_name_exactly_the_planted_commits(measured):
     named = {rev: f"c{i}" for i, rev in c.items()}
     assert set(found) == {c[3], c[5]}, [  # which commits, and the points that made them
         (named.get(r["first_bad"]), r["kind"], [(p["benchmark"], p.get("before"), p.get("after"))
-                                                for p in r["points"]]) for r in found.values()]
+                                                for p in r["points"]]) for r in found.values()
+    ] + [proc.stderr]
     ladder, slow = found[c[3]], found[c[5]]
     assert ladder["kind"] == "exact" and ladder["last_good"] == c[1]
     assert ladder["candidates"] == [c[2], c[3]]

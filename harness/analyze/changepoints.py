@@ -6,8 +6,11 @@ point, in either direction. Timing series are noisy: ASV's own step detection
 decides, with the threshold asv.conf.json's ``regressions_thresholds`` gives the benchmark (the
 largest matching one, as ``asv publish`` does). A timing point whose own samples spread wider
 than that threshold (interquartile range over the median: a busy host, e.g. samples from 7 ms to
-1 s) cannot show such a step and is left out of the fit, said through ``on_noisy``; the next clean
-measurement of that series decides.
+1 s) cannot show such a step by its median. A busy host only adds time, so the point's fastest
+sample stands for it in the fit: a planted slowdown measured on a busy host still shows at its
+commit, and a busy point of unchanged code makes no step. A noisy point without stored samples
+is left out, and the next clean measurement of that series decides. Either is said through
+``on_noisy``.
 
 Change points at the same commit range are one *regression*: what a GitHub issue is opened for,
 naming the first bad commit measured and every commit the change could be in. This module returns
@@ -108,10 +111,19 @@ def _spread(row) -> float:
     return (q75 - q25) / median
 
 
+def _fastest(row) -> float | None:
+    """The fastest stored sample of one timing (None when no samples were stored)."""
+    samples = row.get("samples")
+    if not isinstance(samples, (list, tuple)):
+        return None
+    kept = [float(x) for x in samples if x is not None and not math.isnan(float(x))]
+    return min(kept) if kept else None
+
+
 def detect(frame, order: list[str] | None = None, thresholds=(),
            on_noisy=None) -> list[ChangePoint]:
     """Change points of every series in a history frame (harness.store.history);
-    ``on_noisy(line)`` hears of each timing point left out as too noisy to show a step."""
+    ``on_noisy(line)`` hears of each timing point too noisy to show a step by its median."""
     ok = frame[frame["status"] == "ok"]
     if order is None:
         order = list(ok.sort_values("date")["commit"].drop_duplicates())
@@ -138,16 +150,26 @@ def detect(frame, order: list[str] | None = None, thresholds=(),
                                               after=values[i]))
             continue
         threshold = threshold_for(bench, thresholds)
-        spreads = [_spread(row) for _, row in rows.iterrows()]
-        noisy = {i for i, sp in enumerate(spreads) if threshold and sp > threshold}
-        for i in sorted(noisy):
+        left_out = set()
+        for i, (_, row) in enumerate(rows.iterrows()):
+            spread = _spread(row)
+            if not threshold or spread <= threshold:
+                continue
+            fastest = _fastest(row)
+            where = (f"{bench} {_p} at {commits[i][:12]} on {machine}: its samples spread "
+                     f"{spread:.0%} of the median, over the {threshold:.0%} step threshold "
+                     "(a busy host?); ")
+            if fastest is None:
+                left_out.add(i)
+                said = "no samples stored, so left out of step detection until measured again"
+            else:
+                values[i] = fastest
+                said = (f"its fastest sample, {format_value(fastest, first['unit'])}, stands for "
+                        "it in step detection")
             if on_noisy is not None:
-                on_noisy(f"{bench} {_p} at {commits[i][:12]} on {machine}: its samples spread "
-                         f"{spreads[i]:.0%} of the median, over the {threshold:.0%} step "
-                         "threshold (a busy host?); left out of step detection until measured "
-                         "again")
-        commits = [c for i, c in enumerate(commits) if i not in noisy]
-        values = [v for i, v in enumerate(values) if i not in noisy]
+                on_noisy(where + said)
+        commits = [c for i, c in enumerate(commits) if i not in left_out]
+        values = [v for i, v in enumerate(values) if i not in left_out]
         if len(values) < 2:
             continue
         steps = step_detect.detect_steps(values)
