@@ -11,6 +11,7 @@ import pytest
 
 from harness.store.history import load_history, load_identity
 from harness.store.identity import read as read_identity
+from tests.fixtures.processes import default_sigint
 from tests.fixtures.spyre_repo import BUCKETER
 from tests.fixtures.spyre_sources import held_bucketer
 
@@ -145,7 +146,8 @@ def test_an_interrupted_run_keeps_the_finished_commits(spyre_repo, tmp_path):
            spyre_repo.commits["pre-810"], held, "--results-dir",
            str(results), "--machine", "box", "--device", "cpu", "--tier", "tiny", "--bench", BENCH]
     proc = subprocess.Popen(cmd, env={**os.environ, "HOME": str(tmp_path)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     first = spyre_repo.commits["pre-810"][:8]
     deadline = time.monotonic() + 120
     while not list((results / "box").glob(f"{first}-*.identity")):
@@ -169,7 +171,8 @@ def test_a_rerun_after_an_interrupt_measures_only_what_is_missing(spyre_repo, tm
             "--bench", BENCH, "--no-compare"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args],
                             env={**os.environ, "HOME": str(tmp_path)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     first = spyre_repo.commits["pre-810"]
     deadline = time.monotonic() + 120
     while not list((results / "box").glob(f"{first[:8]}-*.identity")):

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from harness.store.history import load_identity
+from tests.fixtures.processes import default_sigint
 from tests.fixtures.spyre_repo import BUCKETER, plant_slowdown
 
 BENCH = (r"^(exact\.Workload\.track_iterations_per_layer_mean\(.*'uniform-short'\)"
@@ -72,7 +73,7 @@ def measured(history):
     # before the signal lands; what matters is that some, not all, were measured)
     proc = subprocess.Popen([sys.executable, "-m", "harness", *nightly_args(repo, results)],
                             env={**os.environ, **ONE_THREAD, "HOME": str(home)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 180
     while not list((results / "spyre-0").glob("*.identity")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
