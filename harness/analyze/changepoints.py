@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from asv import step_detect
 
+from harness.analyze.stats import quartile_spread
 from harness.metrics import format_value
 from harness.registry import is_exact, lookup
 
@@ -108,7 +109,7 @@ def _spread(row) -> float:
         return 0.0
     if math.isnan(q25) or math.isnan(q75) or not median:
         return 0.0
-    return (q75 - q25) / median
+    return quartile_spread(q25, median, q75)
 
 
 def _fastest(row) -> float | None:

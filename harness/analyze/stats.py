@@ -39,8 +39,12 @@ class Verdict:
 def spread(samples) -> float:
     """IQR / median: the relative noise of one series."""
     import numpy as np
-    q25, q50, q75 = np.percentile(samples, [25, 50, 75])
-    return float((q75 - q25) / q50) if q50 else math.inf
+    return quartile_spread(*np.percentile(samples, [25, 50, 75]))
+
+
+def quartile_spread(q25: float, median: float, q75: float) -> float:
+    """IQR / median from the quartiles (what ASV stores of a timing), infinite at a zero median."""
+    return float((q75 - q25) / median) if median else math.inf
 
 
 def ratio_interval(base, head, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
