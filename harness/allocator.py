@@ -9,7 +9,6 @@ faults every time. Elsewhere (musl, macOS) nothing is set.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -2, -3, -4
@@ -19,11 +18,10 @@ MAX_MMAP_THRESHOLD, NO_TRIM = 32 << 20, (1 << 31) - 1
 
 def mallopt(settings: dict[int, int]) -> bool:
     """Apply ``{parameter: value}`` in order; True when glibc took every one."""
-    name = ctypes.util.find_library("c")
     try:
-        call = ctypes.CDLL(name).mallopt if name else None
+        # the process's own symbols, libc's among them: no library search (ctypes.util runs
+        # ldconfig or a compiler for that) in each process that calls this
+        call = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        call = None
-    if call is None:
         return False
     return all([call(param, value) for param, value in settings.items()])
