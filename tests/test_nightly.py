@@ -25,13 +25,15 @@ BENCH = (r"^(exact\.Workload\.track_iterations_per_layer_mean\(.*'uniform-short'
          r"|kernel\.Decode\.time_layer\('small-4x8'\))")
 ARTIFACTS = os.environ.get("SPYRE_BENCH_ARTIFACTS", "test-artifacts")
 #: One torch thread for the timed kernels: on a 2-core box with one core busy elsewhere, two
-#: intra-op threads ran the kernel 20-70x slower (samples 1.6 ms to 1 s); one ran it within 10 %.
+#: intra-op threads ran the fixture kernels 20-85x slower than on a quiet host; one thread, within
+#: 10 % (README, "changes").
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def cli(*args, home, check=True):
+    env = {**os.environ, **ONE_THREAD, "HOME": str(home), "COLUMNS": "200"}
     proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
-                          text=True, env={**os.environ, **ONE_THREAD, "HOME": str(home), "COLUMNS": "200"})
+                          text=True, env=env)
     if check and proc.returncode not in (0, 1):
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -72,8 +74,9 @@ def measured(history):
     # first run: killed once its first commit is measured (a fast machine may finish a second
     # before the signal lands; what matters is that some, not all, were measured)
     proc = subprocess.Popen([sys.executable, "-m", "harness", *nightly_args(repo, results)],
-                            env={**os.environ, **ONE_THREAD, "HOME": str(home)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+                            env={**os.environ, **ONE_THREAD, "HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 180
     while not list((results / "spyre-0").glob("*.identity")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
