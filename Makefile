@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-inductor bench bench-kernel venv clean
+.PHONY: run test test-inductor test-real bench bench-kernel venv clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP)
 ## Opt-in: the tests that compile with inductor (cold cache; tens of seconds per graph on a CPU).
 test-inductor: $(STAMP)
 	$(BIN)/python -m pytest -m inductor
+
+## Opt-in real-code acceptance: every command on the commits of a real spyre-inference checkout
+## (REAL=<path to its git checkout>; REAL_REVS="rev .." to pick commits). Skipped without REAL.
+test-real: $(STAMP)
+	SPYRE_BENCH_REAL="$(REAL)" REAL_REVS="$(REAL_REVS)" $(BIN)/python -m pytest \
+		tests/real -v
 
 ## Benchmarks of the harness itself (pytest-benchmark), with their timings.
 bench: $(STAMP)

@@ -23,6 +23,31 @@ class CapabilityMissing(HarnessError):
     """The subject lacks what a figure needs: that figure is a skip with this reason."""
 
 
+class SubjectRaised(HarnessError):
+    """The subject's own code raised while driven (its ``build()``, ``forward()`` or a kernel):
+    a failure of that commit. Its rows say so (``failed``), never a skip beside a figure."""
+
+
+class SubjectFailed(HarnessError):
+    """Some rows are a subject's failure: after the table, one line and exit status 1."""
+
+    exit_status = 1
+
+    def __init__(self, reasons: list[str]):
+        super().__init__(f"subject failed in {len(reasons)} row(s); first: {reasons[0]}")
+
+
+def row_outcome(rows_figures) -> HarnessError | None:
+    """What a command's figures amount to when they are not all measured, for it to say first
+    and raise last: a subject's failure (exit 1) before nothing computed (exit 2)."""
+    figures = list(rows_figures)
+    failed = [f["skipped"] for f in figures if f.get("failed")]
+    if failed:
+        return SubjectFailed(failed)
+    reasons = [f.get("skipped") for f in figures]
+    return NothingComputed(reasons) if all(reasons) else None
+
+
 
 class NothingComputed(HarnessError):
     """Every row was a skip: after the table, one error line and exit status 2, so a command

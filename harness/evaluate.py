@@ -11,7 +11,7 @@ Comparing two subjects' figures is harness.analyze.subjects_now's (one path for 
 
 from __future__ import annotations
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.model import summarize
 from harness.subjects.base import Bucketing, Subject
@@ -19,19 +19,26 @@ from harness.subjects.timeout import SubjectTimeout
 from harness.workloads import WorkloadSpec
 
 
-def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | str:
+def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | HarnessError:
     try:
         return subject.bucketing(case.config, case.overrides)
     except SubjectTimeout:
         raise  # a hung subject stops the command: it is not one config's skip
     except HarnessError as exc:
-        return str(exc)
+        return exc
+
+
+def unmeasured(exc: HarnessError) -> dict:
+    """The row of what could not be measured: why, and whether the subject's own code failed
+    (``failed``: a failure of that commit, which every command reports as one)."""
+    return {"skipped": str(exc), "failed": True} if isinstance(exc, SubjectRaised) \
+        else {"skipped": str(exc)}
 
 
 def config_figures(subject: Subject, case: Case) -> dict:
     b = bucketing_or_reason(subject, case)
-    if isinstance(b, str):
-        return {"skipped": b}
+    if isinstance(b, HarnessError):
+        return unmeasured(b)
     return summarize(b, case.config).as_dict()
 
 
@@ -52,7 +59,7 @@ def workload_figures(subject: Subject, case: Case, specs: list[WorkloadSpec],
     except HarnessError as exc:
         costs = [exc] * len(built)
     for (name, _), cost in zip(built, costs):
-        out[name] = ({"skipped": str(cost)} if isinstance(cost, HarnessError)
+        out[name] = (unmeasured(cost) if isinstance(cost, HarnessError)
                      else cost.as_dict(per_step))
     return {spec.name: out[spec.name] for spec in specs}
 

@@ -94,10 +94,10 @@ def test_the_upstream_history_without_a_bucketer_skips_every_figure(spyre_repo):
 def test_a_vllm_name_no_stand_in_covers_is_a_skip_naming_it(spyre_repo):
     rev = spyre_repo.edit(BACKEND, "from vllm.logger import init_logger\n",
                           "from vllm.logger import init_logger\n"
-                          "from vllm.platforms import current_platform  # noqa: F401\n",
+                          "from vllm.distributed import get_tp_group  # noqa: F401\n",
                           parent="gen3")
     figures = config_figures(resolve_subject(spyre_repo.spec(rev)), CASE)
-    assert "vllm.platforms" in figures["skipped"]
+    assert "vllm.distributed" in figures["skipped"]
     assert "cannot be loaded with spyre-bench's vLLM stand-ins" in figures["skipped"]
 
 

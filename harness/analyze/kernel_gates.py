@@ -27,8 +27,9 @@ def parse_gates(text: str) -> list[str]:
 
 
 def exit_status(rows: list[dict], gates: list[str]) -> int:
-    """1 when a row trips a requested gate; every row skipped is an error (exit 2), never 0."""
-    if any(GATES[g](r) for g in gates for r in rows):
+    """1 when a row trips a requested gate or the subject's own code failed; every row skipped
+    is an error (exit 2), never 0."""
+    if any(GATES[g](r) for g in gates for r in rows) or any(r.get("failed") for r in rows):
         return 1
     if rows and all("skipped" in r for r in rows):
         raise NothingComputed([r["skipped"] for r in rows])

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except HarnessError as exc:
         print(f"spyre-bench: error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_status", 2)
     except KeyboardInterrupt:
         print("spyre-bench: interrupted", file=sys.stderr)
         return 130

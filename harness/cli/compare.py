@@ -37,7 +37,8 @@ exit codes (for a CI gate):
   0  nothing flagged by --fail-on
   1  a flagged finding: wrong kernel, lost figures, an (unacknowledged) exact or ladder change in
      either direction, or a timing regression
-  2  bad input: unknown commit, unreadable results, bad flags
+  2  bad input (unknown commit, unreadable results, bad flags), or nothing compared at all (every
+     figure skipped on one side or both: a subject that does not load is never a pass)
   3  the sides are not comparable (different machine, device or environment) and 'incomparable'
      is in --fail-on
 
@@ -151,7 +152,7 @@ def document_of(comparison, args) -> dict:
 def run(args) -> int:
     from harness.analyze import expected
     from harness.report.tables import console
-    from harness.report.verdict import FAIL_ON, exit_code, render_terminal
+    from harness.report.verdict import FAIL_ON, exit_code, nothing_compared, render_terminal
     fail_on = {f for f in args.fail_on.split(",") if f}
     unknown = fail_on - set(FAIL_ON)
     if unknown:
@@ -180,6 +181,9 @@ def run(args) -> int:
                   f"{len(doc['exact_changed']) + len(doc['ladders'])} changes", file=sys.stderr)
     if str(args.json) != "-" and args.write_expected != "-":
         render_terminal(comparison, console(), full=args.full, doc=doc)
+    empty = nothing_compared(doc)
+    if empty:
+        print(f"spyre-bench: error: {empty}", file=sys.stderr)
     return exit_code(doc, fail_on)
 
 

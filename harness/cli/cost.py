@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
-from harness.errors import NothingComputed
+from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import workload_figures
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
@@ -50,13 +51,15 @@ def run(args) -> int:
                 per_subject[s.spec] = workload_figures(s, case, specs, args.per_step)
                 advance(f"{s.spec} {case.label()}", "done", 1)
             rows += _rows(case, specs, per_subject, len(subjects))
+    outcome = row_outcome(f for r in rows for f in r["subjects"].values())
+    if isinstance(outcome, SubjectFailed):   # said first (stderr), raised last
+        print(f"spyre-bench: FAILED: {outcome}", file=sys.stderr)
     if args.json:
         print_json(rows)
     else:
         _render(rows, [s.spec for s in subjects], args.per_step)
-    reasons = [f.get("skipped") for r in rows for f in r["subjects"].values()]
-    if all(reasons):
-        raise NothingComputed(reasons)
+    if outcome is not None:
+        raise outcome
     return 0
 
 

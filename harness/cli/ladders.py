@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
-from harness.errors import NothingComputed
+from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import config_figures, field
 from harness.metrics import CONFIG_METRICS
 from harness.report.tables import cell, console, print_json, table
@@ -48,14 +49,16 @@ def run(args) -> int:
         if len(subjects) == 2:
             row["changed"] = changed_fields(*figures.values(), fields)
         rows.append(row)
+    # As in ``cost``: said first, raised last (status 2 when every figure is a skip).
+    outcome = row_outcome(f for r in rows for f in r["subjects"].values())
+    if isinstance(outcome, SubjectFailed):
+        print(f"spyre-bench: FAILED: {outcome}", file=sys.stderr)
     if args.json:
         print_json(rows)
     else:
         _render(rows, subjects, fields, args.changed_only)
-    # As in ``cost``: status 2 when every figure is a skip (e.g. a subject with no bucketer).
-    reasons = [f.get("skipped") for r in rows for f in r["subjects"].values()]
-    if all(reasons):
-        raise NothingComputed(reasons)
+    if outcome is not None:
+        raise outcome
     return 0
 
 

@@ -21,7 +21,7 @@ import contextlib
 import torch
 import torch._dynamo
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
 from harness.measure.timing import measure
@@ -82,6 +82,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
     keys = {k for step in costs.steps for k in step.keys}
     c = session.config
     errors = []
+    session.reserve(options.device.torch_device, workload.steps)
     try:
         with _settings(subject.compile_settings(), options.recompile_limit) as limit:
             for i, step in enumerate(workload.steps):
@@ -131,6 +132,7 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     scale = c.head_size ** -0.5
     shapes = _shapes(costs)
     timed = list(shapes)[:options.max_shapes]
+    session.reserve(options.device.torch_device, workload.steps)
     options.device.prepare(options.threads)
     rows, times = [], {}
     for shape in timed:
@@ -185,6 +187,8 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
         return {"generation": "forward", "wrong": str(exc)}
     except KernelRaised as exc:
         return {"generation": "forward", "wrong": f"the kernel {exc}"[:500]}
+    except SubjectRaised as exc:
+        return {"generation": "forward", "skipped": str(exc), "failed": True}
     except HarnessError as exc:
         return {"generation": "forward", "skipped": str(exc)}
     return out

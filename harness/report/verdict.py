@@ -117,8 +117,20 @@ def change_text(e: ExactChange) -> str:
 FAIL_ON = ("wrong", "lost", "exact", "regression", "incomparable")
 
 
+def nothing_compared(doc: dict) -> str | None:
+    """Why nothing was compared (one line), or None when something was: no exact pair, no
+    timing and no oracle verdict is never a pass."""
+    if doc["exact_compared"] or doc["timings"] or doc["mismatches"]:
+        return None
+    reasons = [s["why"] for s in doc["skipped"]]
+    first = f"; first reason: {reasons[0]}" if reasons else ""
+    return (f"nothing compared: {len(reasons):,} figures skipped and none measured on both "
+            f"sides{first}")
+
+
 def exit_code(doc: dict, fail_on: set[str]) -> int:
-    """0 nothing to flag; 1 a flagged finding (see --fail-on); 3 sides not comparable.
+    """0 nothing to flag; 1 a flagged finding (see --fail-on); 2 nothing compared at all;
+    3 sides not comparable.
 
     ``doc`` is the comparison document; with an expected-changes file only unacknowledged exact
     changes count (harness.analyze.expected).
@@ -128,6 +140,8 @@ def exit_code(doc: dict, fail_on: set[str]) -> int:
         return 1
     if "lost" in fail_on and doc["lost"]:
         return 1
+    if nothing_compared(doc):
+        return 2
     if doc["problems"] and "incomparable" in fail_on:
         return 3
     if "exact" in fail_on and unacknowledged(doc):

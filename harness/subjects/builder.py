@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.config import EngineConfig, Overrides
-from harness.errors import CapabilityMissing
+from harness.errors import CapabilityMissing, SubjectRaised
 from harness.ladders import ceil_div
 from harness.subjects.loader import (
     BACKEND_FILE,
@@ -74,9 +74,10 @@ class KernelCall:
 class KernelProxy:
     """Stands where the subject's ``torch.compile(kernel, ...)`` result would be.
 
-    ``mode``: "record" returns ``out`` when the call passes one, else a zero tensor shaped like the
-    first tensor argument (what the fixture and real forwards slice from); "run" calls ``target``
-    (the kernel itself, or a harness-compiled version of it).
+    ``mode``: "record" returns ``out`` when the call passes one, else read-only zeros shaped as
+    the kernel's own result for those arguments (found once per argument shape on fake tensors:
+    [B_s, H, D] for a batched decode of any batch size); "run" calls ``target`` (the kernel
+    itself, or a harness-compiled version of it).
     """
 
     def __init__(self, fn, compile_kwargs: dict):
@@ -86,6 +87,8 @@ class KernelProxy:
         self.mode = "record"
         self.target = fn
         self.calls: list[KernelCall] = []
+        #: what the kernel returns per _shape_key of its arguments (recorded calls' placeholders)
+        self._results: dict[tuple, object] = {}
         params = self.signature.parameters.values()
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
         #: (positional names, defaults, every name) when the kernel takes only named parameters,
@@ -119,9 +122,67 @@ class KernelProxy:
         out = arguments.get("out")
         if out is not None:
             return out
+        key = _shape_key(arguments)
+        result = self._results.get(key)
+        if result is None:
+            result = self._results[key] = self._infer_result(arguments)
+        return _placeholder(result)
+
+    def _infer_result(self, arguments: dict):
+        """The structure of what the kernel returns for these arguments ((shape, dtype) leaves),
+        found by running it on fake tensors (shapes only, nothing computed); a kernel that needs
+        values is taken at its documented output, [num_seqs, H, D] (or the query's shape)."""
         import torch
-        first = next(v for v in arguments.values() if isinstance(v, torch.Tensor))
-        return torch.zeros((), dtype=first.dtype).expand(first.shape)  # read-only, no memory
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        try:
+            with FakeTensorMode() as mode:
+                fake = {k: _map_tensors(v, mode.from_tensor) for k, v in arguments.items()}
+                return _map_tensors(self.fn(**fake), lambda t: (tuple(t.shape), t.dtype))
+        except Exception:
+            first = next(v for v in arguments.values() if isinstance(v, torch.Tensor))
+            seqs = arguments.get("num_seqs")
+            if isinstance(seqs, int) and first.dim() == 3:
+                return (seqs, *first.shape[1:]), first.dtype
+            return tuple(first.shape), first.dtype
+
+
+def _map_tensors(value, fn):
+    """``value`` with every tensor (also inside lists and tuples) replaced by ``fn(tensor)``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
+
+
+def _shape_key(arguments: dict) -> tuple:
+    """What a kernel's output shape can depend on: every tensor's shape and dtype, every other
+    argument's value."""
+    import torch
+
+    def leaf(v):
+        if isinstance(v, torch.Tensor):
+            return ("T", tuple(v.shape), v.dtype)
+        if isinstance(v, (list, tuple)):
+            return ("L", tuple(leaf(x) for x in v))
+        return v if isinstance(v, (int, float, bool, str, type(None))) else repr(type(v))
+
+    return tuple((k, leaf(v)) for k, v in arguments.items())
+
+
+def _placeholder(result):
+    """Read-only zero tensors (no memory) shaped as the kernel's result."""
+    import torch
+
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], torch.dtype):
+        shape, dtype = result
+        return torch.zeros((), dtype=dtype).expand(shape)
+    if isinstance(result, (list, tuple)):
+        return type(result)(_placeholder(r) for r in result)
+    return result
 
 
 @contextlib.contextmanager
@@ -174,6 +235,8 @@ class TransferLog:
         self.names: dict[int, str] = {}
 
     def __call__(self, tensor, *args, **kwargs):
+        if tensor is None:   # the real convert passes None through: no transfer
+            return self.convert(tensor, *args, **kwargs)
         dtype_name = _DTYPE_NAMES.get(tensor.dtype)
         if dtype_name is None:
             dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
@@ -295,6 +358,13 @@ def loop_iterations(call: KernelCall) -> int:
                       "num_chunks, chunk_page_ids or num_blocks argument)")
 
 
+def _step_text(step) -> str:
+    """A step as the trace format writes it (``SEQ_LENS | QUERY_LENS``), for messages."""
+    seqs = ",".join(str(s.seq_len) for s in step)
+    queries = ",".join(str(s.query_len) for s in step)
+    return f"step {seqs} | {queries}" if any(s.query_len != 1 for s in step) else f"step {seqs}"
+
+
 def step_seed(step) -> int:
     """A page-layout seed that depends only on the step's (seq_len, query_len) pairs."""
     return zlib.crc32(repr([(s.seq_len, s.query_len) for s in step]).encode())
@@ -316,6 +386,7 @@ class BuilderSession:
         self.handler = CaptureHandler()
         self.proxies: list[KernelProxy] = []
         self.transfers: TransferLog | None = None
+        self._kv_cache: tuple | None = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> BuilderSession:
@@ -437,7 +508,7 @@ class BuilderSession:
         lens = torch.tensor(seq_lens, dtype=torch.int32)
         cam = sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata
         return cam(query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens,
-                   seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
+                   _seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
                    max_query_len=max(query_lens), max_seq_len=max(seq_lens),
                    block_table_tensor=table, slot_mapping=slot_mapping, causal=True,
                    is_prefilling=torch.tensor([q > 1 for q in query_lens])), total + 1
@@ -447,9 +518,12 @@ class BuilderSession:
         try:
             return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm, pages
         except Exception as exc:
-            raise NotDrivable(f"{self.origin}: {BUILDER_CLASS}.build() raised on "
-                              f"{[s.seq_len for s in step]}: {type(exc).__name__}: {exc}"
-                              f"{where(exc, self.tree)}") from None
+            raise self.raised(f"{BUILDER_CLASS}.build() on {_step_text(step)}", exc) from None
+
+    def raised(self, what: str, exc: BaseException) -> SubjectRaised:
+        """The subject's own code raised: "subject raised X at file:line" for this commit."""
+        return SubjectRaised(f"{self.origin}: subject raised {type(exc).__name__} in {what}: "
+                             f"{exc}{where(exc, self.tree)}")
 
     def forward(self, metadata, query, kv_cache, output):
         """One layer through the subject's impl; returns (kernel calls, transfers) of it."""
@@ -462,8 +536,7 @@ class BuilderSession:
         except NotDrivable:
             raise
         except Exception as exc:
-            raise NotDrivable(f"{self.origin}: {IMPL_CLASS}.forward() raised: "
-                              f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
+            raise self.raised(f"{IMPL_CLASS}.forward()", exc) from None
         calls = [c for p in self.proxies for c in p.calls]
         return calls, list(self.transfers.log)
 
@@ -484,16 +557,53 @@ class BuilderSession:
             return (num_pages, c.block_size, c.num_kv_heads, c.head_size)
         return tuple(get(num_pages, c.block_size, c.num_kv_heads, c.head_size))
 
+    def max_pages(self) -> int:
+        """Pages a step of this config can use: the null page and every sequence at
+        max_model_len."""
+        c = self.config
+        return 1 + max(1, c.max_num_seqs) * ceil_div(c.max_model_len, c.block_size)
+
+    def kv_cache(self, device, pages: int | None = None, placeholder: bool = False):
+        """The session's one K/V cache, allocated on first use, as vLLM allocates it once per
+        engine: the impl may keep views of the first cache it is handed, so every step of a
+        session gets the same one. ``pages`` sizes it (default :meth:`max_pages`); a
+        placeholder cache (recorded steps) is read-only zeros that take no memory."""
+        import torch
+
+        if self._kv_cache is None:
+            dtype = getattr(torch, self.config.dtype)
+            shape = self.kv_cache_shape(pages or self.max_pages())
+            if placeholder:
+                cache = torch.zeros((), dtype=dtype).expand(*shape)
+                self._kv_cache = (cache, cache)
+            else:
+                self._kv_cache = (torch.zeros(shape, dtype=dtype, device=device),
+                                  torch.zeros(shape, dtype=dtype, device=device))
+        return self._kv_cache
+
+    def cache_pages(self) -> int:
+        return int(self._kv_cache[0].shape[0]) if self._kv_cache else 0
+
+    def reserve(self, device, steps) -> None:
+        """Allocate the session's K/V cache for the largest of ``steps`` (live measurement:
+        real memory, so sized by what will run, not by the config's bound)."""
+        bs = self.config.block_size
+        self.kv_cache(device, max(1 + sum(ceil_div(s.seq_len, bs) for s in step)
+                                  for step in steps))
+
     def placeholders(self, step, pages: int):
         """Zero-cost tensors for a recorded forward: nothing is computed from them."""
         import torch
 
         c = self.config
         dtype = getattr(torch, c.dtype)
-        cache = torch.zeros((), dtype=dtype).expand(*self.kv_cache_shape(pages))
+        cache = self.kv_cache(None, max(pages, self.max_pages()), placeholder=True)
+        if pages > self.cache_pages():
+            raise NotDrivable(f"{self.origin}: a step needs {pages} K/V pages, more than the "
+                              f"{self.cache_pages()} of max_num_seqs x max_model_len")
         tokens = sum(s.query_len for s in step)
         query = torch.zeros((), dtype=dtype).expand(tokens, c.num_heads, c.head_size)
-        return query, (cache, cache), torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
+        return query, cache, torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
 
     def record_step(self, step, seed: int | None = None):
         """Build and forward one step with recorded kernels: the exact figures of that step.
@@ -594,9 +704,10 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
     def rand(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
 
-    shape = session.kv_cache_shape(pages)
-    cache = (torch.zeros(shape, dtype=dtype, device=device),
-             torch.zeros(shape, dtype=dtype, device=device))
+    cache = session.kv_cache(device, pages)
+    if pages > session.cache_pages():
+        raise NotDrivable(f"{session.origin}: a step needs {pages} K/V pages; the session's "
+                          f"cache (allocated once, as vLLM does) has {session.cache_pages()}")
     keys = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
     values = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
     bs = c.block_size
@@ -612,8 +723,7 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
         update(None, torch.cat(keys).to(device), torch.cat(values).to(device), cache,
                torch.cat(slots).to(device))
     except Exception as exc:
-        raise NotDrivable(f"{session.origin}: {IMPL_CLASS}.do_kv_cache_update() raised: "
-                          f"{type(exc).__name__}: {exc}{where(exc, session.tree)}") from None
+        raise session.raised(f"{IMPL_CLASS}.do_kv_cache_update()", exc) from None
     tokens = sum(s.query_len for s in step)
     query = rand(tokens, c.num_heads, c.head_size).to(device)
     output = torch.zeros(tokens, c.num_heads, c.head_size, dtype=dtype, device=device)
@@ -633,6 +743,5 @@ def run_forward(session: BuilderSession, live: LiveStep):
     except (NotDrivable, KernelRaised):
         raise
     except Exception as exc:
-        raise NotDrivable(f"{session.origin}: {IMPL_CLASS}.forward() raised: "
-                          f"{type(exc).__name__}: {exc}{where(exc, session.tree)}") from None
+        raise session.raised(f"{IMPL_CLASS}.forward()", exc) from None
     return live.output

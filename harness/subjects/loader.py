@@ -41,6 +41,7 @@ from pathlib import Path
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
 from harness.subjects.extract import ModuleSource, NotSelfContained
+from harness.subjects.vllm_standins import close_modules
 from harness.subjects.vllm_standins import modules as vllm_standin_modules
 
 PACKAGE = "spyre_inference"
@@ -274,6 +275,7 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
             sys.meta_path[:] = saved_meta_path
             if tree is not None:
                 restore_modules(saved_modules)
+                close_modules(standins or {})
             _restore_env(saved_env)
 
 

@@ -1,27 +1,33 @@
-"""Small stand-ins for the vLLM names spyre-inference's attention backend imports.
+"""Small stand-ins for the vLLM names spyre-inference's attention path imports.
 
-A by-path load of ``v1/attention/backends/spyre_attn.py`` needs vLLM's config objects, its logger,
-the attention base classes, ``CommonAttentionMetadata``, ``split_decodes_and_prefills`` and
-``AttentionSpec``. These follow vLLM 0.27's documented behaviour (the version spyre-inference pins),
-reduced to what a metadata builder and an attention impl use: plain classes and dataclasses, no
-torch import here (tensors arrive from the caller and are only duck-typed).
+Which names: ``vllm_surface.tsv`` beside this file lists every ``vllm.*`` name any stored version of
+the attention path imports (``envs.py``, ``platform.py``, ``custom_ops/utils.py``, ``attn_layer``,
+``backends/*``, ``ops/*``, the jagged plan), with the real files that use it;
+tests/test_vllm_surface.py asserts that each one resolves here. They follow vLLM 0.27.1 (the
+release spyre-inference pins), reduced to what a metadata builder, an attention impl and a platform
+module do with them: plain classes and dataclasses, field names as in 0.27.1.
 
 Any name not provided here is missing on purpose: ``from vllm.x import Name`` then fails with
 Python's own "cannot import name 'Name' from 'vllm.x'", which the harness reports as the exact
 thing a commit needs that no stand-in covers. ``torch_spyre`` is not stood in at all.
+
+A fresh set of modules is made per load (:func:`modules`); ``direct_register_custom_op`` registers
+into a ``torch.library`` fragment of that load, destroyed when the load closes
+(:func:`close_modules`), so two commits loaded one after the other each register their own op.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import types
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 #: The vLLM release these stand-ins follow.
-VLLM_VERSION = "0.27"
+VLLM_VERSION = "0.27.1"
 
 
 # -- vllm.config ----------------------------------------------------------------------------------
@@ -42,24 +48,39 @@ class VllmConfig:
         self.__dict__.update(sections)
 
 
-_CURRENT: list[Any] = []
+class IrOpPriorityConfig:
+    """``vllm.config.kernel.IrOpPriorityConfig``: which implementation of an IR op wins; the
+    platform module only names it."""
+
+    def __init__(self, **priorities: Any):
+        self.__dict__.update(priorities)
 
 
-def get_current_vllm_config() -> Any:
-    """The config set by the innermost ``set_current_vllm_config`` (vLLM: a default otherwise)."""
-    if not _CURRENT:
-        raise RuntimeError("get_current_vllm_config() outside set_current_vllm_config() "
-                           "(spyre-bench stand-in)")
-    return _CURRENT[-1]
+class _CurrentConfig:
+    """``set_current_vllm_config`` / ``get_current_vllm_config``, one stack per load."""
 
+    def __init__(self):
+        self.stack: list[Any] = []
 
-@contextmanager
-def set_current_vllm_config(config: Any):
-    _CURRENT.append(config)
-    try:
-        yield config
-    finally:
-        _CURRENT.pop()
+    def get(self) -> Any:
+        if not self.stack:
+            raise RuntimeError("get_current_vllm_config() outside set_current_vllm_config() "
+                               "(spyre-bench stand-in)")
+        return self.stack[-1]
+
+    def get_or_none(self) -> Any:
+        return self.stack[-1] if self.stack else None
+
+    @contextmanager
+    def set(self, config: Any, check_compile: bool = False, prefix: str | None = None):
+        self.stack.append(config)
+        try:
+            yield config
+        finally:
+            self.stack.pop()
+
+    def compilation_config(self) -> Any:
+        return self.get().compilation_config
 
 
 # -- vllm.logger ----------------------------------------------------------------------------------
@@ -87,10 +108,9 @@ class _Logger(logging.Logger):
         self._once(logging.WARNING, msg, *args)
 
 
-def logger_module(handler: logging.Handler) -> types.ModuleType:
-    """``vllm.logger``: ``init_logger`` returns a fresh logger outside logging's registry, whose
-    records go to ``handler`` only (nothing of it outlives the load)."""
-    mod = types.ModuleType("vllm.logger")
+def _init_logger(handler: logging.Handler):
+    """``init_logger`` returning a fresh logger outside logging's registry, whose records go to
+    ``handler`` only (nothing of it outlives the load)."""
 
     def init_logger(name: str) -> logging.Logger:
         log = _Logger(name)
@@ -98,8 +118,98 @@ def logger_module(handler: logging.Handler) -> types.ModuleType:
         log.addHandler(handler)
         return log
 
-    mod.init_logger = init_logger
-    return mod
+    return init_logger
+
+
+# -- vllm.platforms ---------------------------------------------------------------------------------
+
+class PlatformEnum(enum.Enum):
+    CUDA = enum.auto()
+    ROCM = enum.auto()
+    TPU = enum.auto()
+    XPU = enum.auto()
+    CPU = enum.auto()
+    OOT = enum.auto()
+    UNSPECIFIED = enum.auto()
+
+
+class Platform:
+    """vLLM's platform base: class attributes a platform plugin overrides."""
+
+    _enum = PlatformEnum.UNSPECIFIED
+    device_name: str = ""
+    device_type: str = ""
+    dispatch_key: str = "CPU"
+    dist_backend: str = ""
+
+    @classmethod
+    def is_cpu(cls) -> bool:
+        return cls._enum == PlatformEnum.CPU
+
+
+class CpuPlatform(Platform):
+    _enum = PlatformEnum.CPU
+    device_name = "cpu"
+    device_type = "cpu"
+    dispatch_key = "CPU"
+    dist_backend = "gloo"
+
+
+# -- vllm.engine.arg_utils -------------------------------------------------------------------------
+
+class EngineArgs:
+    """vLLM's engine arguments; the platform module patches one of its methods (never called
+    here: the harness builds configs itself)."""
+
+    max_num_seqs: int | None = None
+
+    def _set_default_max_num_seqs_and_batched_tokens_args(self, usage_context, model_config,
+                                                          parallel_config):
+        return None
+
+
+# -- vllm.utils.torch_utils -----------------------------------------------------------------------
+
+class _CustomOps:
+    """``direct_register_custom_op`` into a ``torch.library`` fragment of this load only."""
+
+    def __init__(self):
+        self._lib = None
+        self.registered: list[str] = []
+
+    @property
+    def lib(self):
+        if self._lib is None:
+            from torch.library import Library
+            self._lib = Library("vllm", "FRAGMENT")
+        return self._lib
+
+    def register(self, op_name: str, op_func, mutates_args: list[str] | None = None,
+                 fake_impl=None, target_lib=None, dispatch_key: str | None = None,
+                 tags: tuple = ()):
+        """vLLM's ``direct_register_custom_op``: the schema inferred from ``op_func``, the
+        implementation under ``dispatch_key``. vLLM's default key is the platform's; here it is
+        CompositeExplicitAutograd, which serves every device the harness runs on."""
+        from torch.library import infer_schema
+
+        lib = target_lib or self.lib
+        lib.define(op_name + infer_schema(op_func, mutates_args=mutates_args or []), tags=tags)
+        lib.impl(op_name, op_func, dispatch_key=dispatch_key or "CompositeExplicitAutograd")
+        if fake_impl is not None:
+            lib._register_fake(op_name, fake_impl)
+        self.registered.append(op_name)
+
+    def close(self) -> None:
+        """Remove every op this load registered (``torch.ops.vllm.<name>`` goes too)."""
+        if self._lib is None:
+            return
+        import torch
+
+        self._lib._destroy()
+        self._lib = None
+        for name in self.registered:
+            torch.ops.vllm.__dict__.pop(name, None)
+        self.registered.clear()
 
 
 # -- vllm.v1.attention.backend ----------------------------------------------------------------------
@@ -125,6 +235,8 @@ class MultipleOf:
 
 class AttentionBackend:
     """Base of a backend: static accessors only."""
+
+    accept_output_buffer: bool = False
 
 
 class AttentionLayer:
@@ -163,13 +275,15 @@ class AttentionMetadataBuilder(_Subscriptable):
         self.device = device
 
     def _init_reorder_batch_threshold(self, reorder_batch_threshold: int | None = 1,
-                                      supports_spec_as_decode: bool = False) -> None:
+                                      supports_spec_as_decode: bool = False,
+                                      supports_dcp_with_varlen: bool = False) -> None:
         self.reorder_batch_threshold = reorder_batch_threshold
 
 
 @dataclass
 class CommonAttentionMetadata:
-    """Per-step metadata every backend's builder receives (vLLM 0.27 field names)."""
+    """Per-step metadata every backend's builder receives (vLLM 0.27.1's fields; the host copies
+    of seq_lens and computed tokens are the deprecated properties of that release)."""
 
     query_start_loc: Any
     query_start_loc_cpu: Any
@@ -180,10 +294,43 @@ class CommonAttentionMetadata:
     max_seq_len: int
     block_table_tensor: Any
     slot_mapping: Any
-    causal: bool = True
+    causal: Any = True
+    logits_indices_padded: Any = None
+    num_logits_indices: int | None = None
+    encoder_seq_lens: Any = None
+    encoder_seq_lens_cpu: Any = None
+    dcp_local_seq_lens: Any = None
+    dcp_local_seq_lens_cpu: Any = None
+    positions: Any = None
     is_prefilling: Any = None
-    seq_lens_cpu: Any = None
-    num_computed_tokens_cpu: Any = None
+    seq_lens_cpu_upper_bound: Any = None
+    _seq_lens_cpu: Any = None
+    _num_computed_tokens_cpu: Any = None
+
+    def batch_size(self) -> int:
+        return self.seq_lens.shape[0]
+
+    def naive_query_lens(self):
+        return self.query_start_loc[1:] - self.query_start_loc[:-1]
+
+    def replace(self, **kwargs) -> CommonAttentionMetadata:
+        return replace(self, **kwargs)
+
+    @property
+    def seq_lens_cpu(self):
+        if self._seq_lens_cpu is None:
+            self._seq_lens_cpu = self.seq_lens.to("cpu")
+        return self._seq_lens_cpu
+
+    @property
+    def num_computed_tokens_cpu(self):
+        if self._num_computed_tokens_cpu is None:
+            starts = self.query_start_loc_cpu
+            self._num_computed_tokens_cpu = self.seq_lens_cpu - (starts[1:] - starts[:-1])
+        return self._num_computed_tokens_cpu
+
+    def compute_num_computed_tokens(self):
+        return self.seq_lens - (self.query_start_loc[1:] - self.query_start_loc[:-1])
 
 
 # -- vllm.v1.attention.backends.utils --------------------------------------------------------------
@@ -213,18 +360,67 @@ def split_decodes_and_prefills(common_attn_metadata, decode_threshold: int = 1,
     return decodes, n - decodes, decode_tokens, starts[n] - decode_tokens
 
 
+# -- vllm.v1.attention.backends.registry -----------------------------------------------------------
+
+class AttentionBackendEnum(enum.Enum):
+    """The members spyre-inference names (vLLM has more, each a backend class path)."""
+
+    TORCH_SDPA = "torch_sdpa"
+    FLEX_ATTENTION = "flex_attention"
+    CUSTOM = None
+
+
+class _Registry:
+    """``register_backend``: the class paths registered during this load."""
+
+    def __init__(self):
+        self.backends: dict[Any, str] = {}
+
+    def register(self, backend, class_path: str | None = None, is_mamba: bool = False):
+        def decorator(cls):
+            self.backends[backend] = f"{cls.__module__}.{cls.__qualname__}"
+            return cls
+
+        if class_path is None:
+            return decorator
+        self.backends[backend] = class_path
+        return lambda cls: cls
+
+
 # -- vllm.v1.kv_cache_interface --------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class AttentionSpec:
+class KVCacheSpec:
     block_size: int
+
+
+@dataclass(frozen=True)
+class AttentionSpec(KVCacheSpec):
     num_kv_heads: int
     head_size: int
     dtype: Any
+    page_size_padded: int | None = None
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(AttentionSpec):
+    """What the engine hands a decoder layer's builder; ``sliding_window`` set for a windowed
+    layer kept in full blocks."""
+
+    head_size_v: int | None = None
     sliding_window: int | None = None
+    attention_chunk_size: int | None = None
 
 
-FullAttentionSpec = AttentionSpec
+@dataclass(frozen=True)
+class SlidingWindowSpec(AttentionSpec):
+    sliding_window: int = 0
+    head_size_v: int | None = None
+
+
+@dataclass(frozen=True)
+class EncoderOnlyAttentionSpec(AttentionSpec):
+    """An encoder-only layer: no K/V cache."""
 
 
 # -- the module table ------------------------------------------------------------------------------
@@ -236,32 +432,60 @@ def _module(name: str, **attrs) -> types.ModuleType:
     return mod
 
 
+#: The hook :func:`close_modules` calls on a stand-in module when its load ends.
+CLOSE = "__spyre_bench_close__"
+
+
 def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
-    """Every stand-in module by dotted name, packages with an empty ``__path__``."""
+    """Every stand-in module by dotted name, packages with an empty ``__path__``; state (the
+    current config, registered backends and custom ops) is this set's own."""
+    current, registry, ops = _CurrentConfig(), _Registry(), _CustomOps()
+    config = dict(VllmConfig=VllmConfig, CompilationMode=CompilationMode,
+                  get_current_vllm_config=current.get,
+                  get_current_vllm_config_or_none=current.get_or_none,
+                  set_current_vllm_config=current.set,
+                  get_cached_compilation_config=functools.partial(current.compilation_config))
+    backend = dict(AttentionBackend=AttentionBackend, AttentionCGSupport=AttentionCGSupport,
+                   AttentionImpl=AttentionImpl, AttentionLayer=AttentionLayer,
+                   AttentionMetadata=AttentionMetadata,
+                   AttentionMetadataBuilder=AttentionMetadataBuilder, AttentionType=AttentionType,
+                   CommonAttentionMetadata=CommonAttentionMetadata, MultipleOf=MultipleOf)
     table = {
         "vllm": _module("vllm"),
-        "vllm.config": _module("vllm.config", VllmConfig=VllmConfig,
-                               CompilationMode=CompilationMode,
-                               get_current_vllm_config=get_current_vllm_config,
-                               set_current_vllm_config=set_current_vllm_config),
+        "vllm.config": _module("vllm.config", **config),
         "vllm.config.cache": _module("vllm.config.cache", CacheDType=str),
-        "vllm.logger": logger_module(handler),
+        "vllm.config.compilation": _module("vllm.config.compilation",
+                                           CompilationMode=CompilationMode),
+        "vllm.config.kernel": _module("vllm.config.kernel",
+                                      IrOpPriorityConfig=IrOpPriorityConfig),
+        "vllm.engine": _module("vllm.engine"),
+        "vllm.engine.arg_utils": _module("vllm.engine.arg_utils", EngineArgs=EngineArgs),
+        "vllm.logger": _module("vllm.logger", init_logger=_init_logger(handler)),
+        "vllm.platforms": _module("vllm.platforms", PlatformEnum=PlatformEnum,
+                                  Platform=Platform, current_platform=CpuPlatform()),
+        "vllm.platforms.cpu": _module("vllm.platforms.cpu", CpuPlatform=CpuPlatform),
+        "vllm.utils": _module("vllm.utils"),
+        "vllm.utils.torch_utils": _module("vllm.utils.torch_utils",
+                                          direct_register_custom_op=ops.register,
+                                          **{CLOSE: ops.close}),
         "vllm.v1": _module("vllm.v1"),
         "vllm.v1.attention": _module("vllm.v1.attention"),
-        "vllm.v1.attention.backend": _module(
-            "vllm.v1.attention.backend", AttentionBackend=AttentionBackend,
-            AttentionCGSupport=AttentionCGSupport, AttentionImpl=AttentionImpl,
-            AttentionLayer=AttentionLayer, AttentionMetadata=AttentionMetadata,
-            AttentionMetadataBuilder=AttentionMetadataBuilder, AttentionType=AttentionType,
-            CommonAttentionMetadata=CommonAttentionMetadata, MultipleOf=MultipleOf),
+        "vllm.v1.attention.backend": _module("vllm.v1.attention.backend", **backend),
         "vllm.v1.attention.backends": _module("vllm.v1.attention.backends"),
         "vllm.v1.attention.backends.utils": _module(
             "vllm.v1.attention.backends.utils",
             split_decodes_and_prefills=split_decodes_and_prefills),
-        "vllm.v1.kv_cache_interface": _module("vllm.v1.kv_cache_interface",
-                                              AttentionSpec=AttentionSpec,
-                                              FullAttentionSpec=FullAttentionSpec),
+        "vllm.v1.attention.backends.registry": _module(
+            "vllm.v1.attention.backends.registry", AttentionBackendEnum=AttentionBackendEnum,
+            register_backend=registry.register, registered=registry.backends),
+        "vllm.v1.kv_cache_interface": _module(
+            "vllm.v1.kv_cache_interface", KVCacheSpec=KVCacheSpec, AttentionSpec=AttentionSpec,
+            FullAttentionSpec=FullAttentionSpec, SlidingWindowSpec=SlidingWindowSpec,
+            EncoderOnlyAttentionSpec=EncoderOnlyAttentionSpec),
     }
+    # vllm_lib: the fragment ops register into (made on first use, like the ops)
+    table["vllm.utils.torch_utils"].__getattr__ = (
+        lambda name: ops.lib if name == "vllm_lib" else _no_attribute(name))
     for name, mod in table.items():
         if any(other.startswith(name + ".") for other in table):
             mod.__path__ = []
@@ -270,3 +494,16 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
         if parent:
             setattr(table[parent], leaf, mod)
     return table
+
+
+def _no_attribute(name: str):
+    raise AttributeError(name)
+
+
+def close_modules(table: dict[str, types.ModuleType]) -> None:
+    """End what a load's stand-ins hold outside themselves (custom ops registered with torch)."""
+    for mod in table.values():
+        close = mod.__dict__.get(CLOSE)
+        if close is not None:
+            close()
+
