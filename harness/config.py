@@ -44,10 +44,15 @@ class EngineConfig:
     head_size: int = 128
     dtype: str = "float16"
     num_layers: int = 40
+    #: The model's attention window in tokens (None: full attention), handed to the builder's
+    #: K/V cache spec, the impl and (generation 4 on) the bucketer, as the engine does.
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == "sliding_window" and value is None:
+                continue
             if field.name == "dtype":
                 if value not in DTYPE_BYTES:
                     raise ConfigError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {value!r}")
@@ -79,7 +84,8 @@ class EngineConfig:
         return dataclasses.asdict(self)
 
     def label(self) -> str:
-        return f"bs={self.block_size} mml={self.max_model_len}"
+        window = f" sw={self.sliding_window}" if self.sliding_window else ""
+        return f"bs={self.block_size} mml={self.max_model_len}{window}"
 
 
 def parse_bucket_list(name: str, raw: str | None) -> Ladder | None:

@@ -78,7 +78,10 @@ class Case:
         return {"block_size": self.config.block_size, "max_model_len": self.config.max_model_len,
                 "max_num_seqs": self.config.max_num_seqs,
                 "max_num_batched_tokens": self.config.max_num_batched_tokens,
-                "overrides": self.overrides_name, "env": self.overrides.as_env()}
+                "overrides": self.overrides_name, "env": self.overrides.as_env(),
+                # only when set: every full-attention case keeps the key it always had
+                **({"sliding_window": self.config.sliding_window}
+                   if self.config.sliding_window else {})}
 
 
 def override_set(name: str) -> Overrides:
@@ -107,10 +110,11 @@ def tier_cases(name: str, base: EngineConfig | None = None) -> list[Case]:
 
 
 #: The fields of a case key that name a case, in label order.
-CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "overrides", "workload")
+CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "sliding_window", "overrides",
+               "workload")
 #: Short names of the case parameters, in labels and comment headings.
 PARAM_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
-               "workload": "workload"}
+               "workload": "workload", "sliding_window": "sw"}
 
 
 def case_label(params: dict) -> str:

@@ -54,9 +54,10 @@ def test_editing_the_builder_changes_the_figures_with_no_harness_change(spyre_re
     before = four_decodes(resolve_subject(spyre_repo.spec("gen3"))).steps[0]
     after = four_decodes(resolve_subject(spyre_repo.spec(rev))).steps[0]
     assert (before.transfers, after.transfers) == (6, 3)
-    # Same bytes; the stacked tensor is held by no metadata field, so it is named "other".
+    # Same bytes; the stacked tensor is held by no metadata field: named after the subject's
+    # function that copied it
     assert after.h2d_bytes == before.h2d_bytes
-    assert after.h2d["other"] == before.h2d["chunk_page_ids"]
+    assert after.h2d["forward"] == before.h2d["chunk_page_ids"]
     assert after.iterations_per_layer == before.iterations_per_layer == 4
 
 

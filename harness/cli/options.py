@@ -71,6 +71,9 @@ def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> N
     g.add_argument("--dtype", default=d.dtype, help="model dtype (default %(default)s)")
     g.add_argument("--num-layers", type=int, default=d.num_layers, metavar="N",
                    help="attention layers per step (default %(default)s)")
+    g.add_argument("--sliding-window", type=int, metavar="TOKENS", default=None,
+                   help="the model's attention window (default: full attention); handed to the "
+                        "subject's builder, impl and bucketer as the engine hands it")
     g.add_argument("--overrides", metavar="NAME,..",
                    help="named env override sets: " + "; ".join(
                        f"{k}={Overrides.from_env(v).label()}" for k, v in OVERRIDE_SETS.items())
@@ -94,7 +97,8 @@ def cases(args) -> list[Case]:
     base = EngineConfig(block_size=block_sizes[0], max_model_len=mmls[0], max_num_seqs=mnss[0],
                         max_num_batched_tokens=args.max_num_batched_tokens,
                         num_kv_heads=args.num_kv_heads, queries_per_kv=args.queries_per_kv,
-                        head_size=args.head_size, dtype=args.dtype, num_layers=args.num_layers)
+                        head_size=args.head_size, dtype=args.dtype, num_layers=args.num_layers,
+                        sliding_window=getattr(args, "sliding_window", None))
 
     if args.batched and any(e.partition("=")[0].strip() == BATCHED_DECODE for e in args.env):
         raise ConfigError(f"--batched sets {BATCHED_DECODE}=1: give either it or --env "

@@ -92,6 +92,9 @@ class WorkloadCost:
     num_layers: int
     steps: list[StepCost] = field(repr=False)
     warmup: frozenset[CompileKey] = field(repr=False)
+    #: The engine's one-time transfers ({"transfers": n, "by_tensor": {name: bytes}}), which no
+    #: step pays for; None where the subject does not say (the reference model).
+    setup: dict | None = field(default=None, repr=False)
 
     def _sum(self, attr: str) -> int:
         return sum(getattr(s, attr) for s in self.steps)
@@ -205,6 +208,10 @@ class WorkloadCost:
             "warmup_variants": len(self.warmup),
             "late_compiles": len(self.late_compiles),
             "late_compile_keys": [str(k) for k in self.late_compiles],
+            **({"setup_transfers": self.setup["transfers"],
+                "setup_h2d_bytes": sum(self.setup["by_tensor"].values()),
+                "setup_h2d_bytes_by_tensor": dict(sorted(self.setup["by_tensor"].items()))}
+               if self.setup is not None else {}),
             **({"per_step": self.step_rows()} if per_step else {}),
         }
 

@@ -28,7 +28,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.config import EngineConfig, Overrides
+from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, SubjectRaised
 from harness.ladders import ceil_div
 from harness.subjects.loader import (
@@ -45,6 +45,8 @@ BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
 BACKEND_CLASS = "SpyreAttentionBackend"
 CONVERT_MODULE = "spyre_inference.custom_ops.utils"
+#: The one attention layer a session drives (its name in the engine's forward context).
+LAYER_NAME = "model.layers.0.self_attn.attn"
 
 
 class NotDrivable(CapabilityMissing):
@@ -89,6 +91,8 @@ class KernelProxy:
         self.calls: list[KernelCall] = []
         #: what the kernel returns per _shape_key of its arguments (recorded calls' placeholders)
         self._results: dict[tuple, object] = {}
+        #: whether _documented_result gives this kernel's output (checked on its first call)
+        self._rule_holds: bool | None = None
         params = self.signature.parameters.values()
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
         #: (positional names, defaults, every name) when the kernel takes only named parameters,
@@ -122,17 +126,22 @@ class KernelProxy:
         out = arguments.get("out")
         if out is not None:
             return out
+        if self._rule_holds:
+            return _placeholder(_documented_result(arguments))
         key = _shape_key(arguments)
         result = self._results.get(key)
         if result is None:
             result = self._results[key] = self._infer_result(arguments)
+            if self._rule_holds is None:
+                # First call (a session's small set-up step): does the documented output hold
+                # for this kernel? Then it answers every later call without running anything.
+                self._rule_holds = result == _documented_result(arguments)
         return _placeholder(result)
 
     def _infer_result(self, arguments: dict):
         """The structure of what the kernel returns for these arguments ((shape, dtype) leaves),
         found by running it on fake tensors (shapes only, nothing computed); a kernel that needs
-        values is taken at its documented output, [num_seqs, H, D] (or the query's shape)."""
-        import torch
+        values is taken at its documented output."""
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         try:
@@ -140,11 +149,7 @@ class KernelProxy:
                 fake = {k: _map_tensors(v, mode.from_tensor) for k, v in arguments.items()}
                 return _map_tensors(self.fn(**fake), lambda t: (tuple(t.shape), t.dtype))
         except Exception:
-            first = next(v for v in arguments.values() if isinstance(v, torch.Tensor))
-            seqs = arguments.get("num_seqs")
-            if isinstance(seqs, int) and first.dim() == 3:
-                return (seqs, *first.shape[1:]), first.dtype
-            return tuple(first.shape), first.dtype
+            return _documented_result(arguments)
 
 
 def _map_tensors(value, fn):
@@ -171,6 +176,18 @@ def _shape_key(arguments: dict) -> tuple:
         return v if isinstance(v, (int, float, bool, str, type(None))) else repr(type(v))
 
     return tuple((k, leaf(v)) for k, v in arguments.items())
+
+
+def _documented_result(arguments: dict):
+    """A kernel's output as spyre-inference's kernels document it: [num_seqs, H, D] for a batched
+    decode (any batch size), else the shape of its first tensor argument (the query rows)."""
+    import torch
+
+    first = next(v for v in arguments.values() if isinstance(v, torch.Tensor))
+    seqs = arguments.get("num_seqs")
+    if isinstance(seqs, int) and not isinstance(seqs, bool) and first.dim() == 3:
+        return (seqs, *first.shape[1:]), first.dtype
+    return tuple(first.shape), first.dtype
 
 
 def _placeholder(result):
@@ -240,16 +257,19 @@ class TransferLog:
         dtype_name = _DTYPE_NAMES.get(tensor.dtype)
         if dtype_name is None:
             dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
-        self.log.append(Transfer(self.names.get(id(tensor), "other"), tuple(tensor.shape),
-                                 dtype_name, tensor.nbytes))
+        # named after the metadata field holding it, else after the subject's function that
+        # made the copy (kv_write_index, _staging_buffers, ...)
+        name = self.names.get(id(tensor)) or sys._getframe(1).f_code.co_name
+        self.log.append(Transfer(name, tuple(tensor.shape), dtype_name, tensor.nbytes))
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
         dtype = kwargs.get("dtype")
         return tensor if dtype is None or dtype == tensor.dtype else tensor.to(dtype)
 
-    def name_fields(self, metadata) -> None:
+    def name_fields(self, metadata, clear: bool = True) -> None:
         """Name tensors after the metadata attribute (or dict key) that holds them."""
-        self.names.clear()
+        if clear:
+            self.names.clear()
         import torch
 
         tensor, names = torch.Tensor, self.names
@@ -365,6 +385,20 @@ def _step_text(step) -> str:
     return f"step {seqs} | {queries}" if any(s.query_len != 1 for s in step) else f"step {seqs}"
 
 
+def _transfer_key(t: Transfer) -> tuple:
+    return (t.name, t.shape, t.dtype, t.bytes)
+
+
+def setup_step(config: EngineConfig) -> tuple:
+    """A step that takes every path of a config: up to four one-block decodes (batched where
+    the builder batches) and a two-token prefill (per sequence)."""
+    from harness.workloads import Seq
+
+    decodes = max(0, min(MIN_BATCHED_SEQS, config.max_num_seqs - 1))
+    length = min(config.block_size, config.max_model_len)
+    return tuple([Seq(length, 1)] * decodes + [Seq(min(2, config.max_model_len), 2)])
+
+
 def step_seed(step) -> int:
     """A page-layout seed that depends only on the step's (seq_len, query_len) pairs."""
     return zlib.crc32(repr([(s.seq_len, s.query_len) for s in step]).encode())
@@ -387,6 +421,9 @@ class BuilderSession:
         self.proxies: list[KernelProxy] = []
         self.transfers: TransferLog | None = None
         self._kv_cache: tuple | None = None
+        self.layer = None
+        #: The engine's one-time transfers (staging, set-up), found by :meth:`warm_up`.
+        self.setup: list[Transfer] | None = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> BuilderSession:
@@ -426,19 +463,28 @@ class BuilderSession:
         self.vllm_config = engine_vllm_config(c, vllm_config_mod.VllmConfig,
                                               vllm_config_mod.CompilationMode.STOCK_TORCH_COMPILE)
         self._stack.enter_context(vllm_config_mod.set_current_vllm_config(self.vllm_config))
-        spec = sys.modules["vllm.v1.kv_cache_interface"].AttentionSpec(
+        # what the engine hands a decoder layer's builder: a full-attention spec, windowed
+        # when the model is
+        spec = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec(
             block_size=c.block_size, num_kv_heads=c.num_kv_heads, head_size=c.head_size,
-            dtype=getattr(torch, c.dtype))
+            dtype=getattr(torch, c.dtype), sliding_window=c.sliding_window)
         self.device = torch.device("cpu")
         try:
-            self.builder = _construct(getattr(module, BUILDER_CLASS), {
-                "kv_cache_spec": spec, "layer_names": ["layers.0.attn"],
-                "vllm_config": self.vllm_config, "device": self.device}, BUILDER_CLASS)
+            # As the engine orders it: the model's layers (each with its impl) exist, and sit
+            # in the compilation config's forward context, before the builder is made; their
+            # K/V caches are bound later (kv_cache()), before the first step.
             self.impl = _construct(getattr(module, IMPL_CLASS), {
                 "num_heads": c.num_heads, "head_size": c.head_size,
                 "scale": c.head_size ** -0.5, "num_kv_heads": c.num_kv_heads,
-                "alibi_slopes": None, "sliding_window": None, "kv_cache_dtype": "auto",
+                "alibi_slopes": None, "sliding_window": c.sliding_window, "kv_cache_dtype": "auto",
                 "logits_soft_cap": None}, IMPL_CLASS)
+            layer_cls = sys.modules["vllm.model_executor.layers.attention.attention"].Attention
+            self.layer = layer_cls(c.num_heads, c.head_size, c.head_size ** -0.5,
+                                   c.num_kv_heads, prefix=LAYER_NAME, impl=self.impl)
+            self.vllm_config.compilation_config.static_forward_context[LAYER_NAME] = self.layer
+            self.builder = _construct(getattr(module, BUILDER_CLASS), {
+                "kv_cache_spec": spec, "layer_names": [LAYER_NAME],
+                "vllm_config": self.vllm_config, "device": self.device}, BUILDER_CLASS)
         except NotDrivable as exc:
             raise NotDrivable(f"{self.origin}: {exc}") from None
         except Exception as exc:
@@ -514,7 +560,11 @@ class BuilderSession:
                    is_prefilling=torch.tensor([q > 1 for q in query_lens])), total + 1
 
     def build(self, step, seed: int = 0):
+        """The step's metadata through the subject's ``build()``; the transfer log starts here,
+        so copies ``build()`` makes (a slot mapping published to the device) are the step's."""
         cm, pages = self.common_metadata(step, seed)
+        self.transfers.log.clear()
+        self.transfers.name_fields(cm)
         try:
             return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm, pages
         except Exception as exc:
@@ -529,10 +579,9 @@ class BuilderSession:
         """One layer through the subject's impl; returns (kernel calls, transfers) of it."""
         for p in self.proxies:
             p.calls.clear()
-        self.transfers.log.clear()
-        self.transfers.name_fields(metadata)
+        self.transfers.name_fields(metadata, clear=False)
         try:
-            self.impl.forward(None, query, query, query, kv_cache, metadata, output)
+            self.impl.forward(self.layer, query, query, query, kv_cache, metadata, output)
         except NotDrivable:
             raise
         except Exception as exc:
@@ -579,6 +628,7 @@ class BuilderSession:
             else:
                 self._kv_cache = (torch.zeros(shape, dtype=dtype, device=device),
                                   torch.zeros(shape, dtype=dtype, device=device))
+            self.layer.kv_cache = self._kv_cache   # vLLM's bind_kv_cache
         return self._kv_cache
 
     def cache_pages(self) -> int:
@@ -612,14 +662,12 @@ class BuilderSession:
         gets the same inputs and its figures can be reused (:mod:`harness.subjects.memo`)."""
         if seed is None:
             seed = step_seed(step)
-        self.transfers.copy = False
         from harness.model.cost import StepCost
         from harness.model.dispatch import CompileKey, Dispatch
 
-        metadata, _, pages = self.build(step, seed)
-        query, cache, output = self.placeholders(step, pages)
-        calls, transfers = self.forward(metadata, query, cache, output)
-        self.release()
+        if self.setup is None:
+            self.setup = self.warm_up()
+        calls, transfers, metadata = self._drive(step, seed)
         bs = self.config.block_size
         batched = [c for c in calls if c.batched]
         single = [c for c in calls if not c.batched]
@@ -658,6 +706,33 @@ class BuilderSession:
             real_kv_tokens=sum(s.seq_len for s in step), padded_kv_slots=padded,
             decode_tokens=sum(1 for s in step if s.is_decode), h2d=dict(h2d),
             transfers=len(transfers), keys=tuple(keys)), transfers
+
+    def _drive(self, step, seed: int):
+        """Build and forward ``step`` with recorded kernels: (kernel calls, transfers, metadata)."""
+        self.transfers.copy = False
+        for p in self.proxies:
+            p.mode = "record"
+        self.kv_cache(None, self.max_pages(), placeholder=True)
+        metadata, _, pages = self.build(step, seed)
+        query, cache, output = self.placeholders(step, pages)
+        calls, transfers = self.forward(metadata, query, cache, output)
+        self.release()
+        return calls, transfers, metadata
+
+    def warm_up(self) -> list[Transfer]:
+        """The engine's one-time transfers: a set-up step (decodes and a short prefill, so both
+        paths run) driven twice; what the first copies and the second does not repeat is
+        staged once per engine (staging buffers and the like), and is no step's cost."""
+        step = setup_step(self.config)
+        first = self._drive(step, 0)[1]
+        again = Counter(_transfer_key(t) for t in self._drive(step, 0)[1])
+        setup = []
+        for t in first:
+            if again[_transfer_key(t)]:
+                again[_transfer_key(t)] -= 1
+            else:
+                setup.append(t)
+        return setup
 
     def _reason(self, step, metadata, batched: bool, n_batched: int) -> str:
         """Why a step took its path, from the env and what the builder left in its metadata."""
@@ -698,19 +773,20 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
 
     c = session.config
     dtype = getattr(torch, c.dtype)
-    metadata, cm, pages = session.build(step, step_seed(step))
+    bs = c.block_size
+    pages = 1 + sum(ceil_div(s.seq_len, bs) for s in step)
+    cache = session.kv_cache(device, pages)   # bound before build(), as the engine binds it
+    if pages > session.cache_pages():
+        raise NotDrivable(f"{session.origin}: a step needs {pages} K/V pages; the session's "
+                          f"cache (allocated once, as vLLM does) has {session.cache_pages()}")
+    metadata, cm, _ = session.build(step, step_seed(step))
     gen = torch.Generator().manual_seed(seed)
 
     def rand(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
 
-    cache = session.kv_cache(device, pages)
-    if pages > session.cache_pages():
-        raise NotDrivable(f"{session.origin}: a step needs {pages} K/V pages; the session's "
-                          f"cache (allocated once, as vLLM does) has {session.cache_pages()}")
     keys = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
     values = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
-    bs = c.block_size
     slots = []
     for i, s in enumerate(step):
         t = torch.arange(s.seq_len)
@@ -719,9 +795,20 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
     if update is None:
         raise NotDrivable(f"{session.origin}: {IMPL_CLASS} has no do_kv_cache_update(), through "
                           "which spyre-bench fills the K/V cache in the subject's own layout")
+    # Every token of every sequence written, as the steps before this one would have: the
+    # impl's own store kernel (run, not recorded) through its own slot index (kv_write_index
+    # where the impl turns a slot mapping into its layout's index, as attn_layer does).
+    for p in session.proxies:
+        p.mode = "run"
     try:
-        update(None, torch.cat(keys).to(device), torch.cat(values).to(device), cache,
-               torch.cat(slots).to(device))
+        slot_mapping = torch.cat(slots)
+        index = getattr(session.impl, "kv_write_index", None)
+        slot_mapping = (index(slot_mapping, device) if index is not None
+                        else slot_mapping.to(device))
+        update(session.layer, torch.cat(keys).to(device), torch.cat(values).to(device), cache,
+               slot_mapping)
+    except KernelRaised as exc:
+        raise session.raised(f"{IMPL_CLASS}.do_kv_cache_update()", exc.exc) from None
     except Exception as exc:
         raise session.raised(f"{IMPL_CLASS}.do_kv_cache_update()", exc) from None
     tokens = sum(s.query_len for s in step)
@@ -734,11 +821,12 @@ def run_forward(session: BuilderSession, live: LiveStep):
     """One layer of the subject's forward on ``live`` with its kernels really called (the device
     mirror is made by the first call and reused after, as for every later layer of a step)."""
     session.transfers.copy = True
+    session.transfers.log.clear()
     for p in session.proxies:
         p.mode = "run"
         p.calls.clear()
     try:
-        session.impl.forward(None, live.query, live.query, live.query, live.kv_cache,
+        session.impl.forward(session.layer, live.query, live.query, live.query, live.kv_cache,
                              live.metadata, live.output)
     except (NotDrivable, KernelRaised):
         raise

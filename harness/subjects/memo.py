@@ -53,5 +53,10 @@ def ladders_key(config, overrides) -> tuple:
     return ("builder_ladders", config, overrides.raw)
 
 
+def setup_key(config, overrides) -> tuple:
+    """The key of an engine's one-time transfers (staging, set-up) for a config."""
+    return ("setup", config, overrides.raw)
+
+
 #: Bucketings (ladders, warmup records, chunk tables) and driven step costs of every subject.
 FIGURES = TreeMemo()

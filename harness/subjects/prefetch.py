@@ -19,7 +19,7 @@ from multiprocessing import get_all_start_methods, get_context
 
 from harness.errors import ConfigError, HarnessError
 from harness.subjects import timeout
-from harness.subjects.memo import FIGURES, ladders_key, step_key
+from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
 
 JOBS_ENV = "SPYRE_BENCH_JOBS"
 
@@ -110,4 +110,5 @@ def _drive(request):
     # what the parent reads next: the steps, and (for the config benchmarks) the builder's
     # ladders and the bucketing this worker computed on the way
     return (known(step_key(config, overrides, s) for w in workloads for s in w.steps),
-            known([ladders_key(config, overrides)]), subject.known_bucketing(config, overrides))
+            known([ladders_key(config, overrides), setup_key(config, overrides)]),
+            subject.known_bucketing(config, overrides))

@@ -16,7 +16,7 @@ from typing import Literal
 
 from harness import __version__
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
-from harness.errors import HarnessError, SubjectError
+from harness.errors import CapabilityMissing, HarnessError, SubjectError
 from harness.generations import Generation
 from harness.ladders import (
     blocks_ladder,
@@ -116,6 +116,9 @@ class ReferenceSubject(Subject):
         return out
 
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        if config.sliding_window:
+            raise CapabilityMissing(f"{self.spec} does not model sliding-window attention (a "
+                                    "spyre-inference commit's own builder does)")
         p = self.policy
         resolve = resolve_topup if p.override_rule == "topup" else resolve_clamp
         bs, mml, mns = config.block_size, config.max_model_len, config.max_num_seqs

@@ -68,7 +68,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.memo import FIGURES, ladders_key, step_key
+from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -343,7 +343,10 @@ class SpyreInferenceSubject(Subject):
             try:
                 module = load()
                 _clear_env_cache()
-                bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config))
+                window = ({"sliding_window": config.sliding_window}
+                          if config.sliding_window and "sliding_window" in self.capabilities
+                          else {})
+                bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config), **window)
                 # The builder's own load (a nested window) says which batched ladders it uses.
                 batched = self.builder_ladders(config, overrides)
                 return self._read(module, bucketer, config, overrides, handler, load.caught,
@@ -382,10 +385,12 @@ class SpyreInferenceSubject(Subject):
                 try:
                     workload.check_fits(config)
                     steps = [drive(step) for step in workload.steps]
+                    setup = drive.setup()
                 except HarnessError as exc:
                     out.append(exc)
                     continue
-                out.append(WorkloadCost(workload.name, config.num_layers, steps, warmup))
+                out.append(WorkloadCost(workload.name, config.num_layers, steps, warmup,
+                                        setup=setup))
         return out
 
     def builder_session(self, config: EngineConfig, overrides: Overrides):
@@ -667,7 +672,7 @@ def _identity(tree: SourceTree, commit: str | None, dirty: bool) -> str:
 def _bucketing_key(config: EngineConfig, overrides: Overrides) -> tuple:
     """What decides a bucketing: the fields the bucketer reads, and the env."""
     return (config.block_size, config.max_model_len, config.max_num_seqs,
-            config.max_num_batched_tokens, overrides.raw)
+            config.max_num_batched_tokens, config.sliding_window, overrides.raw)
 
 
 class _LazySession:
@@ -691,14 +696,32 @@ class _LazySession:
         key = step_key(self.config, self.overrides, step)
         found = FIGURES.get(self.digest, key)
         if found is None:
-            if self._session is None:
-                from harness.subjects.builder import BuilderSession
-
-                self._session = self._stack.enter_context(BuilderSession(
-                    self.subject.tree, self.subject.origin, self.config, self.overrides))
-            found = self._session.record_step(step)[0]
+            found = self._open().record_step(step)[0]
             FIGURES.put(self.digest, key, found)
         return found
+
+    def setup(self) -> dict[str, int]:
+        """The engine's one-time transfers for this config, by tensor (bytes), with their count
+        under ``"transfers"``: the same for every workload, whatever step came first."""
+        key = setup_key(self.config, self.overrides)
+        found = FIGURES.get(self.digest, key)
+        if found is None:
+            session = self._open()
+            if session.setup is None:
+                session.setup = session.warm_up()
+            found = {"transfers": len(session.setup), "by_tensor": {}}
+            for t in session.setup:
+                found["by_tensor"][t.name] = found["by_tensor"].get(t.name, 0) + t.bytes
+            FIGURES.put(self.digest, key, found)
+        return found
+
+    def _open(self):
+        if self._session is None:
+            from harness.subjects.builder import BuilderSession
+
+            self._session = self._stack.enter_context(BuilderSession(
+                self.subject.tree, self.subject.origin, self.config, self.overrides))
+        return self._session
 
 
 class _BoundedOpen:

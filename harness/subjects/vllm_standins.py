@@ -168,6 +168,33 @@ class EngineArgs:
         return None
 
 
+# -- vllm.model_executor.layers.attention.attention -------------------------------------------------
+
+class Attention:
+    """vLLM's attention layer, as far as a platform's attention path reads it: the head layout,
+    its name, its impl and its K/V cache (bound after construction, as ``bind_kv_cache`` does;
+    empty until then). vLLM's own is an ``nn.Module`` that picks a backend; the harness makes
+    one per session and puts it in ``static_forward_context`` as the engine does."""
+
+    def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: int,
+                 prefix: str = "", attn_type: str = "decoder", impl=None,
+                 head_size_v: int | None = None, kv_sharing_target_layer_name=None, **_):
+        self.num_heads, self.head_size, self.scale = num_heads, head_size, scale
+        self.num_kv_heads = num_kv_heads
+        self.head_size_v = head_size if head_size_v is None else head_size_v
+        self.layer_name = prefix
+        self.attn_type = attn_type
+        self.impl = impl
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.query_quant = None
+        self.kv_cache: Any = ()
+
+
+def _encode_layer_name(layer_name: str) -> str:
+    """vLLM wraps a layer name for its custom ops only when an experimental flag is on."""
+    return layer_name
+
+
 # -- vllm.utils.torch_utils -----------------------------------------------------------------------
 
 class _CustomOps:
@@ -467,7 +494,13 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
         "vllm.utils": _module("vllm.utils"),
         "vllm.utils.torch_utils": _module("vllm.utils.torch_utils",
                                           direct_register_custom_op=ops.register,
+                                          _encode_layer_name=_encode_layer_name,
                                           **{CLOSE: ops.close}),
+        "vllm.model_executor": _module("vllm.model_executor"),
+        "vllm.model_executor.layers": _module("vllm.model_executor.layers"),
+        "vllm.model_executor.layers.attention": _module("vllm.model_executor.layers.attention"),
+        "vllm.model_executor.layers.attention.attention": _module(
+            "vllm.model_executor.layers.attention.attention", Attention=Attention),
         "vllm.v1": _module("vllm.v1"),
         "vllm.v1.attention": _module("vllm.v1.attention"),
         "vllm.v1.attention.backend": _module("vllm.v1.attention.backend", **backend),
