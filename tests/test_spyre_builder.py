@@ -185,3 +185,39 @@ def test_a_closed_builder_session_leaves_nothing_of_the_commit_alive(spyre_repo)
     gc.collect()
     assert builder_cls() is None and module() is None
     assert not [o for o in gc.get_objects() if type(o) is KernelProxy]
+
+
+def _costs_in_order(spyre_repo, steps):
+    """A fresh load of the newest-style fixture commit driving ``steps`` in the given order."""
+    from harness.subjects.memo import FIGURES
+
+    FIGURES.clear()
+    subject = resolve_subject(spyre_repo.spec("gen4"))
+    return [subject.workload_costs(CASE.config, CASE.overrides,
+                                   [Workload(f"w{i}", "one step", (step,))])[0]
+            for i, step in enumerate(steps)]
+
+
+def test_one_time_staging_is_no_steps_cost_and_step_figures_do_not_depend_on_order(spyre_repo):
+    prefill = (Seq(2048, 300), Seq(512))        # per sequence: stages the buffers on first use
+    decodes = tuple(Seq(150) for _ in range(6))  # batched: six decodes pad to eight
+    first, second = _costs_in_order(spyre_repo, [prefill, decodes])
+    again_second, again_first = _costs_in_order(spyre_repo, [decodes, prefill])
+    assert first.steps[0].h2d == again_first.steps[0].h2d
+    assert second.steps[0].h2d == again_second.steps[0].h2d
+    # the per-step slot index reaches the device every step (attn_layer's publish)
+    assert first.steps[0].h2d["kv_write_index"] == 8 * 301
+    assert second.steps[0].h2d["kv_write_index"] == 8 * 6
+    # the staging buffers are the engine's, reported apart, whichever step came first
+    staged = 2 * 8 * 32 * 128 * 2
+    assert "forward" not in first.steps[0].h2d and "_staging_buffers" not in first.steps[0].h2d
+    for cost in (first, second, again_first, again_second):
+        assert cost.setup == {"transfers": 2, "by_tensor": {"_staging_buffers": staged}}
+        assert cost.as_dict()["setup_h2d_bytes"] == staged
+
+
+def test_a_non_power_of_two_decode_batch_gives_every_row(spyre_repo):
+    """Six decodes pad to eight: the recorded kernel hands back [8, H, D], as the real one."""
+    (cost,) = _costs_in_order(spyre_repo, [tuple(Seq(150) for _ in range(6))])
+    d = cost.steps[0].dispatch
+    assert (d.path, d.b_seqs) == ("batched", 8)

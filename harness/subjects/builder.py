@@ -498,6 +498,15 @@ class BuilderSession:
         if convert is None:
             raise NotDrivable(f"{self.origin}: no {CONVERT_MODULE}.convert, the transfer function "
                               "spyre-bench counts host-to-device copies with")
+        register = getattr(utils, "register", None)
+        if callable(register):
+            # what the platform does at start-up: the op convert routes through
+            # (torch.ops.vllm.spyre_convert), registered into this load's stand-in library
+            try:
+                register()
+            except Exception as exc:
+                raise NotDrivable(f"{self.origin}: {CONVERT_MODULE}.register() raised "
+                                  f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
         self.transfers = TransferLog(convert)
         for name, mod in list(sys.modules.items()):
             if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
