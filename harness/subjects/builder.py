@@ -696,7 +696,12 @@ class BuilderSession:
                 keys.append(CompileKey("batched", (b_seqs, it)))
             b_blocks = getattr(metadata, "padded_batch_blocks", None)
             fields.update(b_seqs=b_seqs, b_blocks=b_blocks if isinstance(b_blocks, int) else None)
-            n_batched = int(getattr(metadata, "num_decode_seqs", 0) or 0)
+            # the real rows the batched call served: the builder's own count where its metadata
+            # keeps one (num_decode_seqs), else the step's leading decodes (a pre-#810 builder
+            # batches whole all-decode steps), never more than the padded batch
+            built = getattr(metadata, "num_decode_seqs", None)
+            leading = next((i for i, q in enumerate(step) if not q.is_decode), len(step))
+            n_batched = min(b_seqs, built if isinstance(built, int) and built > 0 else leading)
         per_sequence = []
         for c in single:
             it = loop_iterations(c)

@@ -211,8 +211,12 @@ class SpyreInferenceSubject(Subject):
             "chunking": (("batched_decode_chunking",),
                          f"neither {BUCKETER_CLASS} nor its module has batched_decode_chunking()"),
         }
+        # What the builder uses counts too: a backend that imports or defines the chunking
+        # rule chunks, whichever module the rule lives in.
+        builder_names = set(backend.bindings) if backend is not None else set()
         for cap, (names, reason) in checks.items():
-            if any(hasattr(cls, n) or n in on_module for n in names):
+            if any(hasattr(cls, n) or n in on_module or (cap == "chunking" and n in builder_names)
+                   for n in names):
                 caps.add(cap)
             else:
                 self._missing[cap] = reason
@@ -436,8 +440,9 @@ class SpyreInferenceSubject(Subject):
             recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, self.spec)
                                  for r in b.batched_decode_variants())
         chunking = None
-        if "chunking" in caps:
-            rule = getattr(module, "batched_decode_chunking", None) or b.batched_decode_chunking
+        rule = (getattr(module, "batched_decode_chunking", None)
+                or getattr(b, "batched_decode_chunking", None))
+        if "chunking" in caps and rule is not None:   # else the builder's own: read per step
             chunking = ChunkTable({(ns, nb): tuple(int(x) for x in rule(ns, nb))
                                    for ns in batched_seqs for nb in batched_blocks}, self.spec)
         notes = tuple(handler.messages) + tuple(str(w.message) for w in caught)
