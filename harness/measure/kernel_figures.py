@@ -168,9 +168,10 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
         found = subject.decode_kernel()
     except HarnessError as exc:
         return {**out, "skipped": f"{subject.spec}: decode kernel not loadable: {exc}"}
-    if found is None and "forward" in subject.capabilities:
-        # Kernels of a convention the harness builds no inputs for: run through the subject's
-        # own builder and forward, as the engine runs them.
+    if "forward" in subject.capabilities:
+        # A commit's kernels run as the engine runs them, whatever their convention: its own
+        # builder's metadata, its own forward, its own kernels (per-sequence ones included),
+        # never inputs or kernels of the harness's.
         from harness.measure.forward import measure_forward
 
         try:

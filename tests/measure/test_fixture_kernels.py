@@ -84,4 +84,5 @@ def test_kernel_cli_on_two_commits(spyre_repo, capsys):
     doc = json.loads(capsys.readouterr().out)
     gens = [(r["generation"], r["graphs"]["verdict"], r["timing"]["shapes"][0]["shape"])
             for r in doc["rows"]]
-    assert gens == [("A", "yes", "batched[4, 4]"), ("A", "yes", "batched[4, 4]")]
+    # a commit's kernels run through its own forward, whatever their convention
+    assert gens == [("forward", "yes", "batched[4, 4]"), ("forward", "yes", "batched[4, 4]")]
