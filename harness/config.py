@@ -19,7 +19,27 @@ KV_BUCKETS = "SPYRE_ATTN_KV_BUCKETS"
 QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
 NUM_SEQS_BUCKETS = "SPYRE_ATTN_NUM_SEQS_BUCKETS"
 BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
-ENV_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
+#: The bucket overrides and the batched-decode switch: every generation of the bucketer reads
+#: them, and the embedded reference models them.
+BUCKET_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
+
+#: The attention path's other knobs (the newest ``envs.py``): handed to the commit, which parses
+#: them itself; what each accepts, checked here first so a typo is one clear line. A commit whose
+#: ``envs.py`` does not know a knob given is a skip naming it; the reference models none of them.
+KNOBS: dict[str, tuple[str, ...] | type] = {
+    "SPYRE_ATTN_KV_LAYOUT": ("token_major", "head_major"),
+    "SPYRE_ATTN_FOR_EACH_TILE": ("0", "1"),
+    "SPYRE_ATTN_MAX_CORES": int,
+    "SPYRE_ATTN_RECORD": ("0", "1"),
+    "SPYRE_JAGGED_ATTENTION": ("0", "1"),
+    "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": int,
+    "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": ("0", "1"),
+    "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": int,
+    "SPYRE_MAX_NUM_PARTIAL_PREFILLS": int,
+    "SPYRE_COMPILE_GRANULARITY": ("block", "model"),
+    "DXP_LOOP_UNROLL": int,
+}
+ENV_VARS = BUCKET_VARS + tuple(KNOBS)
 #: Batched decode needs at least this many decodes in a step (spyre-inference's metadata builder,
 #: docs/spyre-inference.md, section 2); fewer run per sequence.
 MIN_BATCHED_SEQS = 4
@@ -28,7 +48,27 @@ MIN_BATCHED_SEQS = 4
 MAX_STEP_BYTES = 64 << 30
 
 _SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
-          BATCHED_DECODE: "batched"}
+          BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
+          "SPYRE_ATTN_FOR_EACH_TILE": "for_each_tile", "SPYRE_ATTN_MAX_CORES": "max_cores",
+          "SPYRE_ATTN_RECORD": "record", "SPYRE_JAGGED_ATTENTION": "jagged",
+          "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": "jagged_entries",
+          "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": "jagged_batch",
+          "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": "jagged_min_tile",
+          "SPYRE_MAX_NUM_PARTIAL_PREFILLS": "partial_prefills",
+          "SPYRE_COMPILE_GRANULARITY": "granularity", "DXP_LOOP_UNROLL": "unroll"}
+
+
+def parse_knob(name: str, raw: str) -> str:
+    """A knob's value as the commit will read it, or a ConfigError naming what it accepts."""
+    accepted = KNOBS[name]
+    if accepted is int:
+        try:
+            int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r}: must be an integer") from None
+    elif raw not in accepted:
+        raise ConfigError(f"{name}={raw!r}: must be one of {', '.join(accepted)}")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -134,6 +174,8 @@ class Overrides:
                 raise ConfigError(f"unknown override {name!r}; known: {', '.join(ENV_VARS)}")
             if name == BATCHED_DECODE:
                 parse_flag(name, value)
+            elif name in KNOBS:
+                parse_knob(name, value)
             else:
                 parse_bucket_list(name, value)
 
@@ -179,6 +221,11 @@ class Overrides:
 
     def as_env(self) -> dict[str, str]:
         return dict(self.raw)
+
+    @property
+    def knobs(self) -> dict[str, str]:
+        """The attention-path knobs given (beyond the bucket overrides)."""
+        return {k: v for k, v in self.raw if k in KNOBS}
 
     def label(self) -> str:
         if not self.raw:

@@ -33,7 +33,13 @@ OVERRIDE_SETS: dict[str, dict[str, str]] = {
     "num-seqs-low": {**_ON, NUM_SEQS_BUCKETS: "1,2,4"},
     # no query bucket 1: decodes compile outside warmup
     "query-no-1": {**_ON, QUERY_BUCKETS: "512,2048"},
+    # the attention paths the newest envs.py offers (a commit without the knob: a skip naming it)
+    "head-major": {**_ON, "SPYRE_ATTN_KV_LAYOUT": "head_major"},
+    "python-loops": {**_ON, "SPYRE_ATTN_FOR_EACH_TILE": "0"},
+    "jagged": {"SPYRE_JAGGED_ATTENTION": "1"},
 }
+#: The override sets of the original review's questions (every subject, the reference included).
+REVIEW_SETS = ("none", "batched", "kv-above-limit", "kv-sparse", "num-seqs-low", "query-no-1")
 
 
 @dataclass(frozen=True)

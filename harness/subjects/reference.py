@@ -119,6 +119,9 @@ class ReferenceSubject(Subject):
         if config.sliding_window:
             raise CapabilityMissing(f"{self.spec} does not model sliding-window attention (a "
                                     "spyre-inference commit's own builder does)")
+        if overrides.knobs:
+            raise CapabilityMissing(f"{self.spec} does not model {', '.join(overrides.knobs)} "
+                                    "(a spyre-inference commit's own code does)")
         p = self.policy
         resolve = resolve_topup if p.override_rule == "topup" else resolve_clamp
         bs, mml, mns = config.block_size, config.max_model_len, config.max_num_seqs

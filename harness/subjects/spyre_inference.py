@@ -311,10 +311,23 @@ class SpyreInferenceSubject(Subject):
             load.caught = caught
             yield load
 
+    def unknown_knobs(self, overrides: Overrides) -> list[str]:
+        """Knobs given that this commit's code never reads (named nowhere in its
+        ``spyre_inference/**.py``): setting them would measure the default path under a label
+        that says otherwise."""
+        sources = self.tree.files.values()
+        return [k for k in overrides.knobs
+                if not any(f'"{k}"'.encode() in src or f"'{k}'".encode() in src
+                           for src in sources)]
+
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         reason = self.lacks("bucketer")
         if reason:
             raise CapabilityMissing(reason)
+        unknown = self.unknown_knobs(overrides)
+        if unknown:
+            raise CapabilityMissing(f"{self.origin} does not know {', '.join(unknown)} (no "
+                                    f"file of its spyre_inference package reads it)")
         key = _bucketing_key(config, overrides)
         if key not in self._memo:
             try:
