@@ -175,16 +175,19 @@ def test_a_closed_builder_session_leaves_nothing_of_the_commit_alive(spyre_repo)
     import gc
     import weakref
 
-    from harness.subjects.builder import BuilderSession, KernelProxy
+    from harness.subjects.builder import BuilderSession
     subject = resolve_subject(spyre_repo.spec("gen3"))
     with BuilderSession(subject.tree, subject.origin, CASE.config, CASE.overrides) as session:
         session.record_step(tuple(Seq(150) for _ in range(4)))
         builder_cls = weakref.ref(type(session.builder))
         module = weakref.ref(session.module)
+        proxies = [weakref.ref(p) for p in session.proxies]
     del session
     gc.collect()
     assert builder_cls() is None and module() is None
-    assert not [o for o in gc.get_objects() if type(o) is KernelProxy]
+    # (this load's own: a kernel torch.compile'd for measurement is kept by Dynamo's guards in
+    # torch 2.13 even after torch._dynamo.reset(), which another test's process may show)
+    assert proxies and not [p for p in proxies if p() is not None]
 
 
 def _costs_in_order(spyre_repo, steps):
