@@ -32,11 +32,11 @@ from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, SubjectRaised
 from harness.ladders import ceil_div
 from harness.subjects.loader import (
-    BACKEND_FILE,
     BACKEND_MODULE,
     CaptureHandler,
     SourceTree,
     isolated,
+    module_path,
     vllm_standins,
     where,
 )
@@ -348,6 +348,33 @@ def _construct(cls, known: dict, what: str):
     return cls(**kwargs)
 
 
+# -- which backend ---------------------------------------------------------------------------
+
+#: The knob whose value picks the decoder attention backend (the newest envs.py).
+LAYOUT_KNOB = "SPYRE_ATTN_KV_LAYOUT"
+#: Backend module and class per KV layout, as the commit's platform registers them.
+BACKENDS = {
+    "token_major": (BACKEND_MODULE, BACKEND_CLASS),
+    "head_major": ("spyre_inference.v1.attention.backends.spyre_head_major_attn",
+                   "SpyreHeadMajorAttentionBackend"),
+}
+
+
+def backend_for(overrides: Overrides) -> tuple[str, str]:
+    """(module, backend class) the engine would run under these overrides."""
+    return BACKENDS[overrides.knobs.get(LAYOUT_KNOB, "token_major")]
+
+
+def _accessor(backend, name: str):
+    """What a backend's static accessor (get_builder_cls, get_impl_cls) returns, or None."""
+    get = getattr(backend, name, None)
+    try:
+        found = get() if callable(get) else None
+    except Exception:
+        return None
+    return found if isinstance(found, type) else None
+
+
 # -- per-step figures ------------------------------------------------------------------------------
 
 @dataclass
@@ -441,22 +468,31 @@ class BuilderSession:
     def _open(self) -> None:
         import torch
 
-        if not self.tree.has(BACKEND_FILE):
-            raise NotDrivable(f"{self.origin}: no {BACKEND_FILE}")
+        dotted, backend_name = backend_for(self.overrides)
+        rel = module_path(dotted)
+        if not self.tree.has(rel):
+            layout = self.overrides.knobs.get(LAYOUT_KNOB)
+            raise NotDrivable(f"{self.origin}: no {rel}" + (
+                f" (the backend {LAYOUT_KNOB}={layout} selects)" if layout else ""))
         standins = vllm_standins(self.handler)
         self._stack.enter_context(isolated(self.overrides.as_env(), self.tree, standins))
         with intercepted_compile(self.proxies):
             try:
-                module = importlib.import_module(BACKEND_MODULE)
+                module = importlib.import_module(dotted)
             except Exception as exc:
-                raise NotDrivable(f"{self.origin}: {BACKEND_FILE} cannot be loaded with "
+                raise NotDrivable(f"{self.origin}: {rel} cannot be loaded with "
                                   f"spyre-bench's vLLM stand-ins: {type(exc).__name__}: {exc}"
                                   f"{where(exc, self.tree)}") from None
         self.module = module
-        missing = [n for n in (BUILDER_CLASS, IMPL_CLASS) if not isinstance(
-            getattr(module, n, None), type)]
+        self.backend = getattr(module, backend_name, None)
+        self.builder_cls = _accessor(self.backend, "get_builder_cls") or getattr(
+            module, BUILDER_CLASS, None)
+        self.impl_cls = _accessor(self.backend, "get_impl_cls") or getattr(module, IMPL_CLASS,
+                                                                           None)
+        missing = [n for n, c in ((BUILDER_CLASS, self.builder_cls), (IMPL_CLASS, self.impl_cls))
+                   if not isinstance(c, type)]
         if missing:
-            raise NotDrivable(f"{self.origin}: {BACKEND_FILE} has no {' or '.join(missing)}")
+            raise NotDrivable(f"{self.origin}: {rel} has no {' or '.join(missing)}")
         self._wrap_convert()
         vllm_config_mod = sys.modules["vllm.config"]
         c = self.config
@@ -473,7 +509,7 @@ class BuilderSession:
             # As the engine orders it: the model's layers (each with its impl) exist, and sit
             # in the compilation config's forward context, before the builder is made; their
             # K/V caches are bound later (kv_cache()), before the first step.
-            self.impl = _construct(getattr(module, IMPL_CLASS), {
+            self.impl = _construct(self.impl_cls, {
                 "num_heads": c.num_heads, "head_size": c.head_size,
                 "scale": c.head_size ** -0.5, "num_kv_heads": c.num_kv_heads,
                 "alibi_slopes": None, "sliding_window": c.sliding_window, "kv_cache_dtype": "auto",
@@ -482,7 +518,7 @@ class BuilderSession:
             self.layer = layer_cls(c.num_heads, c.head_size, c.head_size ** -0.5,
                                    c.num_kv_heads, prefix=LAYER_NAME, impl=self.impl)
             self.vllm_config.compilation_config.static_forward_context[LAYER_NAME] = self.layer
-            self.builder = _construct(getattr(module, BUILDER_CLASS), {
+            self.builder = _construct(self.builder_cls, {
                 "kv_cache_spec": spec, "layer_names": [LAYER_NAME],
                 "vllm_config": self.vllm_config, "device": self.device}, BUILDER_CLASS)
         except NotDrivable as exc:
@@ -609,8 +645,7 @@ class BuilderSession:
 
     def kv_cache_shape(self, num_pages: int) -> tuple[int, ...]:
         c = self.config
-        backend = getattr(self.module, BACKEND_CLASS, None)
-        get = getattr(backend, "get_kv_cache_shape", None)
+        get = getattr(self.backend, "get_kv_cache_shape", None)
         if get is None:
             return (num_pages, c.block_size, c.num_kv_heads, c.head_size)
         return tuple(get(num_pages, c.block_size, c.num_kv_heads, c.head_size))
