@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.subjects import torch_spyre_standins
 from harness.subjects.vllm_standins import close_modules, modules
 from tests.fixtures.spyre_repo import GENERATIONS
 from tests.fixtures.spyre_sources import generation_files, head_major_files
@@ -36,7 +37,7 @@ def test_the_surface_names_real_files_for_every_entry():
 
 @pytest.mark.parametrize("module, name", [(m, n) for m, n, _ in surface()])
 def test_every_name_the_real_files_import_resolves_in_the_stand_ins(module, name):
-    table = modules(logging.NullHandler())
+    table = {**modules(logging.NullHandler()), **torch_spyre_standins.modules()}
     try:
         assert module in table, f"no stand-in module {module}"
         namespace: dict = {}
@@ -96,3 +97,22 @@ def test_a_custom_op_registered_in_one_load_is_gone_after_it():
     again = modules(logging.NullHandler())   # a later load registers the same name afresh
     again["vllm.utils.torch_utils"].direct_register_custom_op("spyre_bench_surface_probe", body)
     close_modules(again)
+
+
+def test_for_each_tile_threads_the_carry_over_narrowed_tiles():
+    """The documented contract: init first, one trip per tile, tiles keep their leading axis,
+    operands passed whole where their dim is None."""
+    xs = torch.arange(6.0).view(6, 1)
+    whole = torch.tensor([10.0])
+
+    def body(carry, tiles):
+        tile, w = tiles
+        assert tile.shape == (2, 1) and w is whole
+        return (carry[0] + tile.sum() + w,), tile.sum()
+
+    (total,), outs = torch_spyre_standins.for_each_tile(body, (xs, whole), dims=(0, None),
+                                                        tile_size=2, init=(torch.zeros(1),))
+    assert total.item() == 15 + 30 and outs.tolist() == [1.0, 5.0, 9.0]
+    with pytest.raises(ValueError, match="whole number"):
+        torch_spyre_standins.for_each_tile(body, (xs, whole), dims=(0, None), tile_size=4,
+                                           init=(torch.zeros(1),))

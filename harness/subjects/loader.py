@@ -40,6 +40,7 @@ from pathlib import Path
 
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
+from harness.subjects import torch_spyre_standins
 from harness.subjects.extract import ModuleSource, NotSelfContained
 from harness.subjects.vllm_standins import close_modules
 from harness.subjects.vllm_standins import modules as vllm_standin_modules
@@ -191,8 +192,13 @@ class CaptureHandler(logging.Handler):
 
 def vllm_standins(handler: logging.Handler) -> dict[str, types.ModuleType]:
     """The vLLM stand-ins (:mod:`harness.subjects.vllm_standins`): ``vllm.config``,
-    ``vllm.logger`` (what the bucketer needs) and the names the attention backend imports."""
-    return vllm_standin_modules(handler)
+    ``vllm.logger`` (what the bucketer needs) and the names the attention path imports; and,
+    where torch-spyre is not installed, the few ``torch_spyre`` names its kernels use
+    (:mod:`harness.subjects.torch_spyre_standins`)."""
+    table = vllm_standin_modules(handler)
+    if torch_spyre_standins.needed():
+        table.update(torch_spyre_standins.modules())
+    return table
 
 
 def harmless_resolver(*args, **kwargs) -> bool:
@@ -243,7 +249,11 @@ def _powers_of_two_up_to(n: int, start: int = 1) -> tuple[int, ...]:
 # -- the window ---------------------------------------------------------------------------------
 
 def _owned(name: str) -> bool:
-    return name.partition(".")[0] in OWNED
+    if name.partition(".")[0] in OWNED:
+        return True
+    # torch_spyre only where it is the harness's stand-in (a real one stays imported)
+    return name.startswith("torch_spyre") and hasattr(sys.modules.get(name),
+                                                      torch_spyre_standins.MARK)
 
 
 @contextmanager
