@@ -91,8 +91,6 @@ class KernelProxy:
         self.calls: list[KernelCall] = []
         #: what the kernel returns per _shape_key of its arguments (recorded calls' placeholders)
         self._results: dict[tuple, object] = {}
-        #: whether _documented_result gives this kernel's output (checked on its first call)
-        self._rule_holds: bool | None = None
         params = self.signature.parameters.values()
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
         #: (positional names, defaults, every name) when the kernel takes only named parameters,
@@ -126,16 +124,18 @@ class KernelProxy:
         out = arguments.get("out")
         if out is not None:
             return out
-        if self._rule_holds:
+        code = self.fn.__code__
+        if _RULE_HOLDS.get(code):
             return _placeholder(_documented_result(arguments))
         key = _shape_key(arguments)
         result = self._results.get(key)
         if result is None:
             result = self._results[key] = self._infer_result(arguments)
-            if self._rule_holds is None:
-                # First call (a session's small set-up step): does the documented output hold
-                # for this kernel? Then it answers every later call without running anything.
-                self._rule_holds = result == _documented_result(arguments)
+            if code not in _RULE_HOLDS:
+                # First call of this kernel's code (a session's small set-up step; the code
+                # object is the tree's, shared by every load of it): does the documented output
+                # hold? Then it answers every later call without running anything.
+                _RULE_HOLDS[code] = result == _documented_result(arguments)
         return _placeholder(result)
 
     def _infer_result(self, arguments: dict):
@@ -176,6 +176,11 @@ def _shape_key(arguments: dict) -> tuple:
         return v if isinstance(v, (int, float, bool, str, type(None))) else repr(type(v))
 
     return tuple((k, leaf(v)) for k, v in arguments.items())
+
+
+#: Per kernel code object (compiled once per source tree): whether _documented_result gives its
+#: output, checked on fake tensors at its first recorded call.
+_RULE_HOLDS: dict = {}
 
 
 def _documented_result(arguments: dict):
