@@ -527,6 +527,9 @@ class SpyreInferenceSubject(Subject):
             return {}
         config = torch._dynamo.config
         before = config.get_config_copy()
+        # a platform module may patch torch process-wide at import (spyre-inference's turns
+        # torch.accelerator's empty_cache/synchronize into no-ops): put back what it replaced
+        accelerator = dict(vars(torch.accelerator))
         try:
             with bounded(f"{self.origin}: loading {PLATFORM_FILE}"), \
                     isolated({}, self.tree, vllm_standins(CaptureHandler())):
@@ -542,6 +545,9 @@ class SpyreInferenceSubject(Subject):
             for key, value in before.items():
                 if config.get_config_copy().get(key) != value:
                     setattr(config, key, value)
+            for name, value in accelerator.items():
+                if getattr(torch.accelerator, name, None) is not value:
+                    setattr(torch.accelerator, name, value)
         return {k: v for k, v in after.items() if before.get(k) != v}
 
     def override_rule(self) -> str | None:
