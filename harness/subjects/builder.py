@@ -70,7 +70,10 @@ class KernelCall:
 
     @property
     def batched(self) -> bool:
-        return "batched" in self.kernel or "decode" in self.kernel
+        """A kernel over a batch of sequences (it takes their padded count), not one sequence's
+        (a per-sequence decode kernel such as the head-major one is not batched)."""
+        seqs = self.args.get("num_seqs")
+        return "batched" in self.kernel or (isinstance(seqs, int) and not isinstance(seqs, bool))
 
 
 class KernelProxy:
