@@ -112,7 +112,11 @@ def test_for_each_tile_threads_the_carry_over_narrowed_tiles():
 
     (total,), outs = torch_spyre_standins.for_each_tile(body, (xs, whole), dims=(0, None),
                                                         tile_size=2, init=(torch.zeros(1),))
-    assert total.item() == 15 + 30 and outs.tolist() == [1.0, 5.0, 9.0]
+    assert total.item() == 15 + 30 and outs is None
+    _, joined = torch_spyre_standins.for_each_tile(
+        lambda carry, tiles: (carry, tiles[0] * 2), (xs,), dims=(0,), tile_size=3, init=None,
+        out_dim=0)
+    assert joined.flatten().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     with pytest.raises(ValueError, match="whole number"):
         torch_spyre_standins.for_each_tile(body, (xs, whole), dims=(0, None), tile_size=4,
                                            init=(torch.zeros(1),))

@@ -8,10 +8,10 @@ torch-spyre is installed (a Spyre machine) the real package is used and none of 
 ``for_each_tile`` follows its documented contract (the commits' own ``walk_tiles`` docstring):
 ``body(carry, tiles) -> (carry, per_tile_output)`` once per ``tile_size``-wide tile of the tiled
 operands (``dims[i]`` the axis of operand i, None for an operand passed whole), the carry starting
-at ``init``; it returns ``(carry, per_tile_outputs)``, the outputs stacked along a new first axis
-(None when the body returns none). The tiles keep their leading axis (narrow, not select). It is a
-Python loop here: on Spyre the loop is one traced body; the arithmetic is the same, which is what
-the oracle checks.
+at ``init``; it returns ``(carry, per_tile_outputs)``: with ``out_dim`` the per-tile outputs joined
+along that axis (the jagged kernels scatter rows from them), else None. The tiles keep their leading
+axis (narrow, not select). It is a Python loop here: on Spyre the loop is one traced body; the
+arithmetic is the same, which is what the oracle checks.
 
 Any other ``torch_spyre`` name is missing on purpose: a kernel that needs it fails with Python's
 own ImportError, which the harness reports naming it. The names are listed in
@@ -30,7 +30,8 @@ MARK = "__spyre_bench_standin__"
 
 
 def for_each_tile(body: Callable, operands: Sequence, dims: Sequence[int | None],
-                  tile_size: int = 1, init: tuple | None = None) -> tuple[Any, Any]:
+                  tile_size: int = 1, init: tuple | None = None,
+                  out_dim: int | None = None) -> tuple[Any, Any]:
     """torch-spyre's tiled loop, as a Python loop (see the module docstring)."""
     if len(dims) != len(operands):
         raise ValueError(f"dims has {len(dims)} entries for {len(operands)} operands")
@@ -46,10 +47,10 @@ def for_each_tile(body: Callable, operands: Sequence, dims: Sequence[int | None]
                       for op, d in zip(operands, dims))
         carry, out = body(carry, tiles)
         outputs.append(out)
-    if not outputs or all(o is None for o in outputs):
+    if out_dim is None or not outputs:
         return carry, None
     import torch
-    return carry, torch.stack(outputs)
+    return carry, torch.cat(outputs, dim=out_dim)
 
 
 class _InductorConfig(types.ModuleType):
