@@ -9,6 +9,8 @@ subject is chosen without editing files:
 * ``SPYRE_BENCH_TIER``: ``quick`` (default, PR CI) or ``full`` (nightly).
 * ``SPYRE_BENCH_SKIP_LOG``: a file the reasons of skipped benchmarks are appended to (ASV itself
   stores a skip only as NaN).
+* ``SPYRE_BENCH_THREADS``: torch's intra-op threads in benchmark processes (default
+  ``OMP_NUM_THREADS``, else 1).
 """
 
 from __future__ import annotations
@@ -25,7 +27,27 @@ from harness.matrix import TIERS, Tier, tier_cases
 SUBJECT_ENV = "SPYRE_BENCH_SUBJECT"
 TIER_ENV = "SPYRE_BENCH_TIER"
 SKIP_LOG_ENV = "SPYRE_BENCH_SKIP_LOG"
+THREADS_ENV = "SPYRE_BENCH_THREADS"
 STAGED_PROJECT = "project"
+
+
+def torch_threads() -> int:
+    """torch's intra-op threads for timing: ``SPYRE_BENCH_THREADS``, else ``OMP_NUM_THREADS``,
+    else 1. Set in every process that times a kernel (ASV's benchmark processes, ``run``'s
+    interleaved closing timings): torch's default, one thread per core, stalls behind any other
+    process on a shared CPU and leaves forked benchmark processes many times slower."""
+    for name in (THREADS_ENV, "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                threads = int(value)
+            except ValueError:
+                raise HarnessError(f"{name}={value!r}: expected a whole number of threads") \
+                    from None
+            if threads < 1:
+                raise HarnessError(f"{name}={value!r}: expected at least 1 thread")
+            return threads
+    return 1
 
 
 def tier_name() -> str:

@@ -51,8 +51,9 @@ def _side(rows, label: str) -> Side:
 
 def compare_stored(frame, base: str, head: str, machine: str | None = None,
                    env_name: str | None = None, allow_cross_machine: bool = False,
-                   **kwargs) -> Comparison:
-    """Compare two commits' stored results (one machine and environment per side)."""
+                   timings: bool = True, **kwargs) -> Comparison:
+    """Compare two commits' stored results (one machine and environment per side); without
+    ``timings`` the stored timings are left out (the caller measures them interleaved)."""
     b_rows = _pick_series(_commit_rows(frame, base), machine, env_name)
     h_rows = _pick_series(_commit_rows(frame, head), machine, env_name)
     b_series = set(zip(b_rows["machine"], b_rows["env_name"]))
@@ -76,7 +77,7 @@ def compare_stored(frame, base: str, head: str, machine: str | None = None,
             for e in comparison.exact_all}
     comparison.configs = [json.loads(k) for k in sorted(seen)]
     _compare_stored_ladders(comparison, b_rows, h_rows)
-    timing_rows = _paired_timings(b_rows, h_rows)
+    timing_rows = _paired_timings(b_rows, h_rows) if timings else []
     comparison.timings_measured = bool(timing_rows)
     if timing_rows:
         comparison.timing_advisory = True

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR
 from harness.errors import writing
 
 
@@ -20,7 +21,8 @@ def register(sub) -> None:
                     "commit and the range it could be in.",
         epilog="exit codes: 0 no change point, 1 change points found, 2 bad input",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+                   help="ASV results folder (default %(default)s, where `run` writes)")
     p.add_argument("--repo", type=Path,
                    help="the spyre-inference repository: commit order and ranges come from its "
                         "first-parent history (default: commit dates)")

@@ -95,9 +95,9 @@ def body_source(args) -> str:
         raise HarnessError("give one of --comparison-json, --body-file or BASE HEAD")
     from harness.report.markdown import render
     if args.comparison_json is not None:
-        from harness.report.schema import load_document
-        return render(load_document(read_bytes(args.comparison_json, "--comparison-json")),
-                      artifact_hint=_pointer(args))
+        from harness.report.schema import MAX_BYTES, load_document
+        raw = read_bytes(args.comparison_json, "--comparison-json", limit=MAX_BYTES + 1)
+        return render(load_document(raw), artifact_hint=_pointer(args))
     if args.body_file is not None:
         return read_body_file(args.body_file)
     if len(args.commits) == 2:
@@ -119,9 +119,14 @@ def _pointer(args) -> str:
             if args.artifact_url else DEFAULT_POINTER)
 
 
-def read_bytes(path: str, flag: str) -> bytes:
+def read_bytes(path: str, flag: str, limit: int = -1) -> bytes:
+    """The bytes of a file or of standard input ('-'), at most ``limit`` of them (a FIFO or
+    /dev/zero ends there too)."""
     try:
-        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        if path == "-":
+            return sys.stdin.buffer.read(limit)
+        with open(path, "rb") as f:
+            return f.read(limit)
     except OSError as exc:
         raise HarnessError(f"{flag} {path}: {exc.strerror or exc}") from None
 

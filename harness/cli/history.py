@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.common import warn
+from harness.cli.common import HISTORY_DIR, warn
 from harness.report.tables import console, table
 
 
@@ -18,8 +18,8 @@ def register(sub) -> None:
                     "Unreadable files are reported and skipped; the rest still loads. In Python: "
                     "harness.store.history.load_history(path) returns the pandas DataFrame.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=Path("results"),
-                   help="ASV results folder (default %(default)s)")
+    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+                   help="ASV results folder (default %(default)s, where `run` writes)")
     p.add_argument("--export", type=Path, metavar="FILE",
                    help="write the table to FILE (.parquet or .csv)")
     p.set_defaults(run=run)

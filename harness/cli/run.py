@@ -15,6 +15,8 @@ from harness.runner.machine import default_machine_name
 from harness.runner.reference_repo import ORDER
 
 MAIN_JOB_POLICIES = ("pre-810", "post-810-clamp")
+#: What the closing comparison gates on by default: the truth (a wrong kernel, a lost figure).
+RUN_FAIL_ON = ("wrong", "lost")
 
 
 def register(sub) -> None:
@@ -25,13 +27,19 @@ def register(sub) -> None:
                     "fresh virtualenv). Machine and environment names are stable, so runs from "
                     "different clones line up. With no REVISION and no --repo this is the main "
                     "job: the embedded reference subject (pre-#810 and #810 as merged), quick "
-                    "tier, offline, on this machine's device, ending with their comparison.",
+                    "tier, offline, on this machine's device, ending with their comparison (exact "
+                    "figures from the stored results, kernel timings of the two measured again "
+                    "interleaved, as `compare --timings` does).",
         epilog="examples:\n"
                "  spyre-bench run                                  # the main job\n"
                "  spyre-bench run --repo ../spyre-inference main~3..main\n"
                "  spyre-bench run --repo ../spyre-inference v0.4.0 --tier full --device spyre\n"
-               "results: commits of --repo go to results/ (the history), the reference to "
-               ".asv/results/; --smoke runs (ASV --quick) always go to a temporary folder.",
+               "results: results/ (where history, compare, report and changes read by "
+               "default); the reference's files there are git-ignored, never committed. --smoke "
+               "runs (ASV --quick) always go to a temporary folder.\n"
+               "exit status: 0 measured, nothing flagged by --fail-on; 1 a benchmark failed, or "
+               "the closing comparison shows what --fail-on names; 2 bad input, or nothing "
+               "measured (every figure skipped).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("revisions", nargs="*", metavar="REVISION",
                    help="commits of --repo: revision expressions or A..B ranges (oldest first)")
@@ -44,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--tier", choices=sorted(TIERS), default="quick",
                    help="quick (PR) or full (nightly) matrix (default %(default)s)")
     p.add_argument("--results-dir", type=Path,
-                   help="where results go (default results/ for --repo, .asv/results otherwise)")
+                   help=f"where results go (default {HISTORY_DIR})")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: this host's name, %(default)s)")
     p.add_argument("--device", default="auto",
@@ -59,22 +67,30 @@ def register(sub) -> None:
                         "--bench is stored (by default a rerun measures only what is missing)")
     p.add_argument("--no-compare", action="store_true",
                    help="skip the closing comparison of the first and last target")
+    p.add_argument("--fail-on", default=",".join(RUN_FAIL_ON), metavar="WHAT,..",
+                   help="what in the closing comparison exits 1, as in `compare --fail-on` "
+                        "(wrong, lost, exact, regression, incomparable; default %(default)s: the "
+                        "comparison of a run is for reading, `compare` is the gate)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from harness.report.verdict import FAIL_ON
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets, reference_targets
 
+    fail_on = {f for f in args.fail_on.split(",") if f}
+    if fail_on - set(FAIL_ON):
+        raise HarnessError(f"--fail-on: unknown {sorted(fail_on - set(FAIL_ON))}; known: "
+                           f"{', '.join(FAIL_ON)}")
     if args.revisions and not args.repo:
         raise HarnessError("REVISION needs --repo (the spyre-inference repository)")
     if args.repo:
         targets = commit_targets(args.repo, args.revisions or ["HEAD"])
-        repo, default_dir = args.repo, HISTORY_DIR
+        repo = args.repo
     else:
         repo = LOCAL_DIR / "reference-repo"
         targets = reference_targets(repo, [p for p in args.reference.split(",") if p])
-        default_dir = LOCAL_DIR / "results"
     tmp = None
     if args.smoke:
         if args.results_dir:
@@ -83,7 +99,8 @@ def run(args) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="spyre-bench-smoke-")
         results_dir = Path(tmp.name)
     else:
-        results_dir = args.results_dir or default_dir
+        # one place for every run: where history, compare, report and changes read by default
+        results_dir = args.results_dir or HISTORY_DIR
     options = Options(repo=repo, results_dir=results_dir, machine=args.machine,
                       device=device_kind(args.device), tier=args.tier, bench=args.bench,
                       smoke=args.smoke, log_dir=LOCAL_DIR / "logs", branch=args.branch,
@@ -108,15 +125,29 @@ def run(args) -> int:
         out.print(f"interrupted: {len(reports)} of {len(targets)} targets complete; their "
                   f"results are kept in {results_dir}")
         raise
-    _summary(out, reports, results_dir)
-    code = 1 if any(r.failed_groups for r in reports) else 0
-    if len(reports) >= 2 and not args.no_compare:
-        from harness.runner.asv_suite import env_name
-        _compare(out, results_dir, reports[0].target.commit, reports[-1].target.commit,
-                 options.machine, env_name(options.device))
-    if tmp:
-        tmp.cleanup()
-    return code
+    try:
+        counts = _summary(out, reports, results_dir)
+        failed = [r.target.label for r in reports if r.failed_groups]
+        if not failed and not counts["ok"]:
+            # every figure skipped: stored (the skips are history too), but never a pass
+            raise HarnessError(
+                f"nothing measured: all {counts['skipped']:,} figures of {len(reports)} "
+                f"target(s) skipped; first reason: {_first_skip(reports)}")
+        code = 1 if failed else 0
+        flagged = ""
+        if len(reports) >= 2 and not args.no_compare:
+            flagged = _compare(out, results_dir, reports[0].target, reports[-1].target, options,
+                               fail_on)
+        code = max(code, 1 if flagged else 0)
+        why = (f"failures in {', '.join(failed)}" if failed else
+               f"the closing comparison shows {flagged} (--fail-on {','.join(sorted(fail_on))})"
+               if flagged else
+               f"measured; nothing flagged by --fail-on {','.join(sorted(fail_on)) or '(none)'}")
+        out.print(f"exit status {code}: {why}", markup=False, highlight=False)
+        return code
+    finally:
+        if tmp:
+            tmp.cleanup()
 
 
 def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
@@ -161,26 +192,85 @@ def _progress(out):
     return _Bar()
 
 
-def _summary(out, reports, results_dir: Path) -> None:
+def _summary(out, reports, results_dir: Path) -> dict:
+    """The run's table; returns the figures' counts by status over every target."""
     from harness.store.history import load_history_quietly
     frame = load_history_quietly(results_dir) if results_dir.exists() else None
-    rows = []
+    rows, total = [], {"ok": 0, "skipped": 0, "failed": 0}
     for r in reports:
         sub = frame[frame["commit"] == r.target.commit] if frame is not None else None
         counts = sub["status"].value_counts() if sub is not None else {}
+        for k in total:
+            total[k] += int(counts.get(k, 0))
         rows.append([r.target.label, r.target.commit[:12], counts.get("ok", 0),
                      counts.get("skipped", 0), counts.get("failed", 0), f"{r.seconds:.0f} s"])
     out.print(table("run summary", ["target", "commit", "ok", "skipped", "failed", "wall"],
                     rows))
+    return total
 
 
-def _compare(out, results_dir: Path, base: str, head: str, machine: str, env: str) -> None:
+def _first_skip(reports) -> str:
+    from harness.store import identity
+    for r in reports:
+        found = identity.read(r.results_file) if r.results_file else None
+        for entry in (found.skipped if found else []):
+            if entry.get("reason"):
+                return entry["reason"]
+    return "none recorded"
+
+
+def _compare(out, results_dir: Path, base, head, options, fail_on: set[str]) -> str:
+    """The closing comparison, by compare's rules: exact figures from the stored results, kernel
+    timings of the two subjects measured again here, interleaved (stored timings were taken one
+    side after the other, minutes apart). Returns what it flags under ``fail_on`` ('' if
+    nothing)."""
+    from harness.analyze.comparison import as_document
     from harness.analyze.stored import compare_stored
-    from harness.report.verdict import render_terminal
+    from harness.report.verdict import exit_code, render_terminal
+    from harness.runner.asv_suite import env_name
     from harness.store.history import load_history_quietly
     frame = load_history_quietly(results_dir)
     # this run's own series: plain ASV may have stored the same commits under another env name
-    comparison = compare_stored(frame, base, head, machine=machine, env_name=env)
+    series = dict(machine=options.machine, env_name=env_name(options.device))
+    stored = compare_stored(frame, base.commit, head.commit, **series)
+    timed = bool(stored.timings) and not options.smoke
+    comparison = (compare_stored(frame, base.commit, head.commit, timings=False, **series)
+                  if timed else stored)
     out.rule("comparison: first target (base) vs last (head)")
-    render_terminal(comparison, out)
+    if timed:
+        _time_interleaved(out, comparison, base, head, options)
+    doc = as_document(comparison)
+    render_terminal(comparison, out, doc=doc)
     print(file=sys.stdout)
+    flagged = {1: _flag_text(doc, fail_on), 3: "sides that are not comparable"}
+    return flagged.get(exit_code(doc, fail_on), "")
+
+
+def _time_interleaved(out, comparison, base, head, options) -> None:
+    import torch
+
+    from harness import suite
+    from harness.analyze.subjects_now import add_kernel_run
+    from harness.measure.interleaved import time_subjects
+    from harness.subjects import resolve_subject
+    out.print(f"timing {base.label} and {head.label} interleaved ({options.tier} probes, "
+              f"{suite.torch_threads()} torch thread(s)) ...", markup=False, highlight=False)
+    torch.set_num_threads(suite.torch_threads())
+    add_kernel_run(comparison, time_subjects(resolve_subject(base.spec),
+                                             resolve_subject(head.spec), tier=options.tier,
+                                             device=options.device))
+
+
+def _flag_text(doc: dict, fail_on: set[str]) -> str:
+    from harness.analyze.expected import unacknowledged
+    parts = []
+    if "wrong" in fail_on and doc["mismatches"]:
+        parts.append(f"{len(doc['mismatches'])} wrong kernel output(s)")
+    if "lost" in fail_on and doc["lost"]:
+        parts.append(f"{len(doc['lost'])} lost figure(s)")
+    if "exact" in fail_on and unacknowledged(doc):
+        parts.append(f"{unacknowledged(doc)} exact change(s)")
+    regressions = sum(t["verdict"]["kind"] == "regression" for t in doc["timings"])
+    if "regression" in fail_on and regressions:
+        parts.append(f"{regressions} timing regression(s)")
+    return ", ".join(parts) or "a flagged finding"

@@ -2,13 +2,20 @@
 
 The document (``harness.analyze.comparison.as_document``) is written by a job that ran PR code, so the
 privileged job that posts treats it as hostile data: every object has exactly the keys listed, every
-string a bounded length (and names a pattern), every list a bounded size, numbers are finite. A
-document that does not fit is refused whole, with the path of the first offence. Validation decides
-shape only; what the strings say is still escaped when rendered.
+string a bounded length (the names spyre-bench makes match a pattern), every list a bounded size,
+numbers are finite and written in at most 40 characters, nesting is at most 16 deep, the whole at
+most 64 MiB. A document that does not fit is refused whole, in one line naming the path of the first
+offence. Validation decides shape only; what the strings say is still escaped when rendered.
 
-The schema is JSON Schema vocabulary (type, properties, required, additionalProperties, items,
-maxItems, maxLength, pattern, enum, minimum), interpreted here by a small validator so the posting
-path needs no extra package; ``SCHEMA`` can be dumped for documentation.
+Every document ``spyre-bench compare`` writes fits (tests/test_schema_compare.py generates env
+overrides and configs and checks): text that comes from the command line or from the subject's own
+code (override set names such as ``kv=128,8192+batched=1``, their values, trace file names, subject
+labels, exception messages) is bounded only by the document's size.
+
+The schema is JSON Schema vocabulary (type, properties, required, additionalProperties,
+propertyNames, items, maxItems, minLength, maxLength, pattern, enum, minimum), interpreted here by a
+small validator so the posting path needs no extra package; ``SCHEMA`` can be dumped for
+documentation.
 """
 
 from __future__ import annotations
@@ -22,25 +29,38 @@ from harness.errors import HarnessError
 
 #: Documents larger than this are refused before parsing.
 MAX_BYTES = 64 << 20
+#: Containers nested deeper than this are refused before parsing (the schema's own depth is 6).
+MAX_DEPTH = 16
+#: A number written with more characters than this is refused before parsing: every figure fits in
+#: 20 digits, and a float as ``json.dumps`` writes it in 24 characters (400 digits overflowed).
+MAX_NUMBER_CHARS = 40
 _MANY = 500_000
-_TEXT = {"type": "string", "maxLength": 2000}
+#: Text that comes from a command line or from the subject's own code (an override set's name and
+#: values, a workload's trace file name, a subject's label, an exception it raised): ``compare``
+#: writes it whole, so it is bounded here only by what one document may hold. A single argument
+#: is at most 128 KiB on Linux (MAX_ARG_STRLEN) and a command line 2 MiB; messages the subject
+#: raises have no bound but the document's.
+_LONG = MAX_BYTES
+_TEXT = {"type": "string", "maxLength": _LONG}
 _NAME = {"type": "string", "maxLength": 200, "pattern": r"[A-Za-z0-9_.:\-]+"}
 _NUM = {"type": ["number", "null"]}
-_SCALAR = {"type": ["integer", "number", "string", "boolean", "null"], "maxLength": 200}
+_SCALAR = {"type": ["integer", "number", "string", "boolean", "null"], "maxLength": _LONG}
 _PARAMS = {"type": "object", "maxProperties": 16,
-           "propertyNames": {"pattern": r"[a-z_][a-z0-9_]{0,40}"},
+           "propertyNames": {"type": "string", "pattern": r"[a-z_][a-z0-9_]{0,40}"},
            "additionalProperties": _SCALAR}
-_LADDER = {"type": ["array", "null"], "maxItems": 4096, "items": {"type": "integer"}}
+_LADDER = {"type": ["array", "null"], "maxItems": 1 << 20, "items": {"type": "integer"}}
 _SIDE = {"type": "object", "additionalProperties": False,
          "required": ["label", "commit", "machine", "device", "env_name", "harness"],
-         "properties": {"label": {"type": "string", "maxLength": 500},
+         "properties": {"label": _TEXT,
                         "commit": {"type": ["string", "null"], "pattern": r"[0-9a-f]{40}"},
-                        **{k: {"type": ["string", "null"], "maxLength": 200}
+                        **{k: {"type": ["string", "null"], "maxLength": _LONG}
                            for k in ("machine", "device", "env_name", "harness")}}}
 _REASONED = {"type": "array", "maxItems": _MANY, "items": {
     "type": "object", "additionalProperties": False, "required": ["what", "why"],
     "properties": {"what": _TEXT, "why": _TEXT}}}
-_SAMPLES = {"type": "array", "maxItems": 10_000, "items": {"type": "number"}}
+_SAMPLES = {"type": "array", "maxItems": 1 << 20, "items": {"type": "number"}}
+#: Every env variable spyre-bench hands a subject (harness.config.ENV_VARS) is upper case.
+_ENV_VAR = {"type": "string", "pattern": r"[A-Z][A-Z0-9_]{0,63}"}
 
 SCHEMA = {
     "type": "object", "additionalProperties": False,
@@ -77,23 +97,24 @@ SCHEMA = {
                                 "ci": {"type": "array", "maxItems": 2, "minItems": 2,
                                        "items": _NUM}}}}}},
         "timings_measured": {"type": "boolean"}, "timing_advisory": {"type": "boolean"},
-        "timing_notes": {"type": "array", "maxItems": 20, "items": _TEXT},
+        "timing_notes": {"type": "array", "maxItems": 1000, "items": _TEXT},
         "oracle": {"type": ["object", "null"], "additionalProperties": False,
                    "required": ["matched", "checked"],
                    "properties": {"matched": {"type": "integer", "minimum": 0},
                                   "checked": {"type": "integer", "minimum": 0}}},
         "mismatches": _REASONED, "lost": _REASONED, "skipped": _REASONED,
-        "problems": {"type": "array", "maxItems": 20, "items": _TEXT},
-        "configs": {"type": "array", "maxItems": 100_000, "items": _PARAMS},
-        "envs": {"type": "object", "maxProperties": 64,
-                 "propertyNames": {"pattern": r"[A-Za-z0-9_.\-]{1,64}"},
+        "problems": {"type": "array", "maxItems": 1000, "items": _TEXT},
+        "configs": {"type": "array", "maxItems": _MANY, "items": _PARAMS},
+        # override set name (a named set, or the --env given, e.g. ``kv=128,8192+batched=1``) ->
+        # its env in full
+        "envs": {"type": "object", "maxProperties": _MANY,
+                 "propertyNames": {"type": "string", "minLength": 1, "maxLength": _LONG},
                  "additionalProperties": {
-                     "type": "object", "maxProperties": 16,
-                     "propertyNames": {"pattern": r"[A-Z][A-Z0-9_]{0,63}"},
-                     "additionalProperties": {"type": "string", "maxLength": 500}}},
+                     "type": "object", "maxProperties": 64, "propertyNames": _ENV_VAR,
+                     "additionalProperties": _TEXT}},
         "expected": {"type": "object", "additionalProperties": False,
                      "required": ["file", "acknowledged", "unacknowledged", "stale"],
-                     "properties": {"file": {"type": "string", "maxLength": 500},
+                     "properties": {"file": _TEXT,
                                     **{k: {"type": "integer", "minimum": 0}
                                        for k in ("acknowledged", "unacknowledged", "stale")}}},
     },
@@ -105,15 +126,47 @@ class SchemaError(HarnessError):
 
 
 def load_document(raw: bytes) -> dict:
-    """Parse and validate a document (bytes from an artifact); SchemaError when it does not fit."""
+    """Parse and validate a document (bytes from an artifact); SchemaError when it does not fit.
+
+    Size, nesting depth and the length of every number are checked on the raw text before it is
+    parsed, so a hostile file costs one linear scan and ends in one line, never a traceback
+    (Python's parser recurses per level and converts a 5,000-digit number slowly, then refuses
+    it; a 400-digit one overflows any float it meets later).
+    """
     if len(raw) > MAX_BYTES:
         raise SchemaError(f"comparison document is {len(raw):,} bytes, over {MAX_BYTES:,}")
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise SchemaError(f"comparison document is not JSON: {exc}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"comparison document is not UTF-8 (byte {exc.start:,})") from None
+    _check_shape(text)
+    try:
+        doc = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise SchemaError(f"comparison document is not JSON: {str(exc)[:200]}") from None
     validate(doc)
     return doc
+
+
+# A JSON string (escapes included); what remains outside strings is structure and scalars.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NUMBER = re.compile(r"-?[0-9][0-9.eE+\-]*")
+
+
+def _check_shape(text: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and numbers longer than MAX_NUMBER_CHARS."""
+    skeleton = _STRING.sub('""', text)
+    depth = deepest = 0
+    for bracket in re.findall(r"[\[\]{}]", skeleton):
+        depth += 1 if bracket in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                raise SchemaError(f"comparison document nests deeper than {MAX_DEPTH} levels")
+    for number in _NUMBER.finditer(skeleton):
+        if len(number.group()) > MAX_NUMBER_CHARS:
+            raise SchemaError(f"comparison document has a number of {len(number.group()):,} "
+                              f"characters (at most {MAX_NUMBER_CHARS})")
 
 
 def _refuse_constant(name: str):
@@ -131,9 +184,13 @@ def validate(doc, schema: dict = SCHEMA, path: str = "$") -> None:
             _fail(path, f"must be {' or '.join(types)}")
     if isinstance(doc, str):
         if len(doc) > schema.get("maxLength", 10_000):
-            _fail(path, f"longer than {schema.get('maxLength', 10_000)} characters")
+            _fail(path, f"longer than {schema.get('maxLength', 10_000):,} characters")
+        if len(doc) < schema.get("minLength", 0):
+            _fail(path, f"shorter than {schema['minLength']} characters")
         if "pattern" in schema and not re.fullmatch(schema["pattern"], doc):
             _fail(path, "has characters its field does not allow")
+        if _SURROGATE.search(doc):
+            _fail(path, "is not Unicode text (a lone surrogate)")
     if isinstance(doc, (int, float)) and not isinstance(doc, bool):
         if "minimum" in schema and doc < schema["minimum"]:
             _fail(path, f"below {schema['minimum']}")
@@ -146,6 +203,9 @@ def validate(doc, schema: dict = SCHEMA, path: str = "$") -> None:
         _validate_object(doc, schema, path)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _validate_object(doc: dict, schema: dict, path: str) -> None:
     if len(doc) > schema.get("maxProperties", 10_000):
         _fail(path, "has too many keys")
@@ -156,8 +216,11 @@ def _validate_object(doc: dict, schema: dict, path: str) -> None:
     extra = schema.get("additionalProperties", True)
     names = schema.get("propertyNames")
     for key, value in doc.items():
-        if names and not re.fullmatch(names["pattern"], key):
-            _fail(path, f"has a key its schema does not allow ({key[:40]!r})")
+        if names:
+            try:
+                validate(key, names, f"{path}.<key>")
+            except SchemaError:
+                _fail(path, f"has a key its schema does not allow ({key[:40]!r})")
         if key in props:
             validate(value, props[key], f"{path}.{key}")
         elif extra is False:
@@ -173,9 +236,9 @@ def _is(value, kind: str) -> bool:
         return isinstance(value, bool)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value))
+    if kind == "number":  # an int is finite, and may be too large for math.isfinite
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and math.isfinite(value))
     return isinstance(value, {"string": str, "array": list, "object": dict}[kind])
 
 

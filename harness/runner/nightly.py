@@ -88,6 +88,11 @@ def commit_results(results_dir: Path, machine: str, message: str) -> str | None:
     who = ("-c", "user.name=spyre-bench nightly", "-c", "user.email=spyre-bench@localhost",
            "-c", "commit.gpgsign=false")
     gitrev.output(top, *who, "add", "--", str(folder))
+    # the machine's description and benchmark definitions are ignored in this project's results/
+    # (laptop runs of the reference write them too): a machine's history needs them
+    derived = [str(folder / n) for n in ("machine.json", "benchmarks.json") if (folder / n).exists()]
+    if derived:
+        gitrev.output(top, *who, "add", "-f", "--", *derived)
     staged = gitrev.git(top, "diff", "--cached", "--quiet", "--", str(folder), check=False)
     if staged.returncode == 0:
         return None

@@ -121,7 +121,8 @@ class KernelProxy:
         self.calls.append(KernelCall(self.fn.__name__, arguments))
         if self.mode == "run":
             try:
-                return self.target(*args, **kwargs)
+                with _int32_indices():
+                    return self.target(*args, **kwargs)
             except Exception as exc:
                 raise KernelRaised(self.fn.__name__, exc) from exc
         out = arguments.get("out")
@@ -153,6 +154,27 @@ class KernelProxy:
                 return _map_tensors(self.fn(**fake), lambda t: (tuple(t.shape), t.dtype))
         except Exception:
             return _documented_result(arguments)
+
+
+def _int32_indices():
+    """While a commit's kernel runs on CPU or CUDA: int32 index tensors, which Spyre (and the
+    commit's own compiled kernels) take as they are, widened to int64 where eager torch refuses
+    them (``index_copy``), so the kernel computes what it computes on the device."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    widen = {torch.Tensor.index_copy_, torch.Tensor.index_copy, torch.index_copy}
+
+    class Int32Indices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in widen:
+                args = tuple(a.long() if i and isinstance(a, torch.Tensor)
+                             and a.dtype == torch.int32 else a for i, a in enumerate(args))
+                if kwargs and isinstance(kwargs.get("index"), torch.Tensor):
+                    kwargs = {**kwargs, "index": kwargs["index"].long()}
+            return func(*args, **(kwargs or {}))
+
+    return Int32Indices()
 
 
 def _map_tensors(value, fn):
