@@ -393,3 +393,165 @@ def test_nightly_measures_read_only_and_writes_only_from_jobs_that_run_no_measur
     assert not writes(jobs["report"], wf)
     # every job is off until the repository opts in
     assert all("vars.SPYRE_BENCH_NIGHTLY" in job["if"] for job in jobs.values())
+
+
+# -- the pin: one commit of main for both halves, and it has what the workflows call -----------
+
+SHA = re.compile(r"[0-9a-f]{40}")
+PINNED = ["pr-bench.yml", "pr-comment.yml", "spyre-bench-command.yml"]
+# How a run: step calls spyre-bench: the installed script, or the module from the pinned checkout.
+CALL = re.compile(r"(?:bin/spyre-bench\"?|^[ \t]*spyre-bench|-m harness)[ \t]+([a-z][a-z-]*)", re.M)
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def git(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def the_pin() -> str:
+    refs = {load(n)["env"]["SPYRE_BENCH_REF"] for n in PINNED}
+    assert len(refs) == 1, f"the workflows pin different spyre-bench commits: {refs}"
+    return refs.pop()
+
+
+def calls(script: str) -> list[tuple[str, set[str]]]:
+    """(command, flags) of every spyre-bench call in a run: script; flags kept in a bash array
+    (``source=(--comparison-json ...)``, expanded as ``"${source[@]}"``) count where expanded."""
+    text = script.replace("\\\n", " ")
+    arrays: dict[str, set[str]] = {}
+    for name, body in re.findall(r"(\w+)=\(([^)]*)\)", text):
+        arrays.setdefault(name, set()).update(FLAG.findall(body))
+    out = []
+    for m in CALL.finditer(text):
+        rest = text[m.end():].split("\n", 1)[0]
+        flags = set(FLAG.findall(rest))
+        for name in re.findall(r"\$\{(\w+)\[@\]\}", rest):
+            flags |= arrays.get(name, set())
+        out.append((m.group(1), flags))
+    return out
+
+
+def workflow_calls(names=PINNED) -> dict[str, set[str]]:
+    wanted: dict[str, set[str]] = {}
+    for name in names:
+        for _job, _j, step in steps(load(name)):
+            for command, flags in calls(step.get("run", "")):
+                wanted.setdefault(command, set()).update(flags)
+    return wanted
+
+
+def workflow_files(names=PINNED) -> set[str]:
+    """Files of the spyre-bench checkout that run: steps read (``spyre-bench/<path>``)."""
+    found = set()
+    for name in names:
+        for _job, _j, step in steps(load(name)):
+            found |= set(re.findall(r"(?<![\w/.-])spyre-bench/([\w./-]+)", step.get("run", "")))
+    return found
+
+
+def cli_at(ref: str, dest: Path) -> dict[str, set[str]]:
+    """Each spyre-bench command of commit ``ref`` -> its flags, from its own ``--help``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(dest), "COLUMNS": "200"}
+
+    def help_of(*args):
+        return subprocess.run([sys.executable, "-m", "harness", *args, "--help"], cwd=dest,
+                              env=env, capture_output=True, text=True)
+
+    top = help_of()
+    assert top.returncode == 0, top.stderr
+    commands = re.search(r"\{([a-z,-]+)\}", top.stdout)
+    names = commands.group(1).split(",") if commands else re.findall(
+        r"^    ([a-z][a-z-]+)\s", top.stdout.split("commands:", 1)[1], re.M)
+    return {name: set(FLAG.findall(help_of(name).stdout)) for name in names}
+
+
+def missing_at(ref: str, dest: Path, names=PINNED) -> list[str]:
+    """What the workflows call or read that commit ``ref`` of spyre-bench lacks."""
+    cli = cli_at(ref, dest)
+    out = []
+    for command, flags in sorted(workflow_calls(names).items()):
+        if command not in cli:
+            out.append(f"spyre-bench {command}")
+            continue
+        out += [f"spyre-bench {command} {flag}" for flag in sorted(flags - cli[command])]
+    out += [f"spyre-bench/{path}" for path in sorted(workflow_files(names))
+            if git("cat-file", "-e", f"{ref}:{path}").returncode]
+    return out
+
+
+def test_the_workflows_call_spyre_bench_as_this_test_reads_them():
+    wanted = workflow_calls()
+    assert wanted["compare"] >= {"--base", "--head", "--tier", "--json", "--expected"}
+    assert wanted["comment"] >= {"--comparison-json", "--body-file", "--post", "--expect-head-sha",
+                                 "--expect-head-repo", "--expect-head-branch", "--key"}
+    assert workflow_files() >= {"requirements/post.txt", "requirements/constraints.txt"}
+
+
+def test_both_halves_pin_the_same_commit_of_main():
+    pin = the_pin()
+    assert SHA.fullmatch(pin), pin
+    assert PINNED == sorted(n for n in ALL if "SPYRE_BENCH_REF" in load(n).get("env", {}))
+    for name in PINNED:   # every checkout of spyre-bench is at the pin
+        for _job, job, _s in steps(load(name)):
+            for c in checkouts(job):
+                if c.get("repository") == BENCH_REPO:
+                    assert c["ref"] == "${{ env.SPYRE_BENCH_REF }}", name
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone: the pinned commit may not be in it (fetch-depth: 0)")
+    assert git("cat-file", "-e", f"{pin}^{{commit}}").returncode == 0, f"{pin} is not a commit here"
+    assert git("merge-base", "--is-ancestor", pin, "HEAD").returncode == 0, \
+        f"{pin} is not in this branch's history: pin a commit of main (scripts/pin-workflows)"
+    check = subprocess.run([str(ROOT / "scripts" / "pin-workflows"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_pinned_commit_has_every_command_flag_and_file_the_workflows_use(tmp_path):
+    pin = the_pin()
+    if git("cat-file", "-e", f"{pin}^{{commit}}").returncode:
+        pytest.skip(f"{pin} is not in this clone (shallow?)")
+    assert missing_at(pin, tmp_path / "pinned") == []
+
+
+def test_the_check_catches_a_pin_that_lacks_what_is_called(tmp_path):
+    """The workflows' old pin, 21a10f4, predates the comparison document: the check says so."""
+    old = "21a10f4892c279ee08134440b914a2c6423846da"
+    if git("cat-file", "-e", f"{old}^{{commit}}").returncode:
+        pytest.skip("an old commit not in this clone")
+    missing = missing_at(old, tmp_path / "old")
+    assert "spyre-bench comment --comparison-json" in missing
+    assert "spyre-bench comment --expect-head-repo" in missing
+
+
+def test_pin_workflows_moves_every_pin_and_refuses_a_commit_off_main(tmp_path):
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    for name in PINNED + ["nightly.yml"]:
+        (folder / name).write_text((WORKFLOWS / name).read_text())
+    script = str(ROOT / "scripts" / "pin-workflows")
+    target = git("rev-parse", "HEAD~1").stdout.strip()
+    proc = subprocess.run([script, "--workflows", str(folder), "HEAD~1"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    for name in PINNED:
+        text, before = (folder / name).read_text(), (WORKFLOWS / name).read_text()
+        assert yaml.safe_load(text)["env"]["SPYRE_BENCH_REF"] == target
+        # only the pin line changed
+        assert text.replace(target, the_pin()) == before
+    assert (folder / "nightly.yml").read_text() == (WORKFLOWS / "nightly.yml").read_text()
+    check = subprocess.run([script, "--workflows", str(folder), "--check"], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
+    # a commit that is not on main is refused, and nothing changes
+    off = subprocess.run(["git", "commit-tree", "-m", "off main", "HEAD^{tree}"], cwd=ROOT,
+                         capture_output=True, text=True).stdout.strip()
+    proc = subprocess.run([script, "--workflows", str(folder), off], capture_output=True, text=True)
+    assert proc.returncode != 0 and "is not on main" in proc.stderr
+    assert yaml.safe_load((folder / "pr-comment.yml").read_text())["env"]["SPYRE_BENCH_REF"] == target
+    (folder / "pr-bench.yml").write_text((folder / "pr-bench.yml").read_text().replace(target, "main"))
+    check = subprocess.run([script, "--workflows", str(folder), "--check"], capture_output=True,
+                           text=True)
+    assert check.returncode == 1 and "disagree" in check.stderr

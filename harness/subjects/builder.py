@@ -94,6 +94,8 @@ class KernelProxy:
         self.calls: list[KernelCall] = []
         #: what the kernel returns per _shape_key of its arguments (recorded calls' placeholders)
         self._results: dict[tuple, object] = {}
+        #: the kernel needs its int32 indices widened to run eagerly here (found on first refusal)
+        self._widen = False
         params = self.signature.parameters.values()
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
         #: (positional names, defaults, every name) when the kernel takes only named parameters,
@@ -121,6 +123,17 @@ class KernelProxy:
         self.calls.append(KernelCall(self.fn.__name__, arguments))
         if self.mode == "run":
             try:
+                if self._widen:
+                    with _int32_indices():
+                        return self.target(*args, **kwargs)
+                try:
+                    return self.target(*args, **kwargs)
+                except RuntimeError as exc:
+                    if "long tensor for index" not in str(exc):
+                        raise
+                # eager torch refused an int32 index the device takes: from now on run this
+                # kernel with such indices widened (only then: the mode costs time per op)
+                self._widen = True
                 with _int32_indices():
                     return self.target(*args, **kwargs)
             except Exception as exc:

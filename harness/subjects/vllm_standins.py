@@ -187,6 +187,7 @@ class Attention:
         self.impl = impl
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.query_quant = None
+        self.calculate_kv_scales = False
         self.kv_cache: Any = ()
 
 
