@@ -164,3 +164,40 @@ def test_posting_needs_only_the_hash_pinned_packages(fake, tmp_path):
     posted = fake.comments_on(REPO, 810)[0]["body"]
     assert posted.startswith(f"{MARKER}\n### spyre-bench: 🟡 2 other changes")
     assert "batched num\\_seqs ladder" in posted
+
+
+def test_a_compare_error_leads_the_comment_escaped(fake, tmp_path):
+    """compare stopped before comparing (the head does not import): its error line is the comment,
+    the head named when it is the one that failed, every figure said unavailable in one line."""
+    head = "e" * 40
+    path = tmp_path / "compare-error.txt"
+    path.write_bytes(f"spyre-bench: error: git:spyre-inference@{head} (commit {head[:12]}): "
+                     "spyre_inference/x.py failed to import: ModuleNotFoundError: No module named "
+                     "'@team <b>' (x.py:3: import y)\n".encode())
+    proc = comment("--compare-error", str(path), "--post", "--repo", REPO, "--pr", "810",
+                   "--expect-head-sha", head, "--artifact-url", "https://github.com/o/r/actions/runs/7",
+                   env=env_for(fake))
+    assert proc.returncode == 0, proc.stderr
+    [c] = fake.comments_on(REPO, 810)
+    lines = c["body"].splitlines()
+    assert lines[:2] == [MARKER, "### spyre-bench: ❌ the head failed to import: nothing compared"]
+    assert "unavailable" in lines[3] and lines[5].startswith("1. ❌ git\\:spyre\\-inference@")
+    assert "<b>" not in c["body"] and "@team" not in c["body"]
+    assert "https://github.com/o/r/actions/runs/7" in c["body"]
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "--compare-error {path}: empty"),
+    (None, "--compare-error {path}: No such file or directory"),
+])
+def test_a_bad_compare_error_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "compare-error.txt"
+    if content is not None:
+        path.write_bytes(content)
+    proc = comment("--compare-error", str(path))
+    assert proc.returncode == 2 and proc.stderr == f"spyre-bench: error: {message.format(path=path)}\n"
+
+
+def test_only_one_body_source():
+    proc = comment("--compare-error", "x", "--body-file", "y")
+    assert proc.returncode == 2 and "give one of --comparison-json, --compare-error" in proc.stderr

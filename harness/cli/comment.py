@@ -19,8 +19,9 @@ https://api.github.com). The token is never printed.
 
 trusted rendering: --comparison-json reads the comparison document that `spyre-bench compare
 --json` wrote (in a job that ran PR code), validates it against a strict schema and renders the
-comment here; nothing in the file is posted as markdown. --body-file posts markdown as given:
-use it only for text this job wrote itself.
+comment here; nothing in the file is posted as markdown. --compare-error reads the one error line
+compare printed when it stopped before comparing (its first 16 KiB), shown escaped. --body-file
+posts markdown as given: use it only for text this job wrote itself.
 
 one comment per PR and key: the hidden marker line (<!-- spyre-bench:KEY v1 -->) is added here
 (marker-like text inside the body is removed); --post updates the comment with that marker
@@ -36,11 +37,14 @@ exit codes:
      --expect-head-sha / -repo / -branch) or stayed unavailable after the retries
 
 examples:
-  spyre-bench comment --body-file comment.md
+  spyre-bench comment --comparison-json comparison.json
+  spyre-bench comment --compare-error compare-error.txt
   spyre-bench comment --body-file comment.md --post --repo torch-spyre/spyre-inference --pr 810
 """
 
 _URL = re.compile(r"https?://[^\s<>()\[\]]+")
+#: Of a --compare-error file, this much is read (the workflows hand over one line of it).
+ERROR_BYTES = 16 << 10
 
 
 def register(sub) -> None:
@@ -54,6 +58,10 @@ def register(sub) -> None:
     src.add_argument("--comparison-json", metavar="FILE",
                      help="a comparison document (spyre-bench compare --json): validated, then "
                           "rendered here (what the privileged PR workflow posts)")
+    src.add_argument("--compare-error", metavar="FILE",
+                     help="the error line `spyre-bench compare` printed when it stopped before "
+                          "comparing (a subject that does not load): rendered here, escaped, as "
+                          "the failure the comment leads with")
     src.add_argument("--body-file", metavar="FILE",
                      help="the comment's markdown, UTF-8; '-' reads standard input")
     src.add_argument("commits", nargs="*", metavar="BASE HEAD",
@@ -90,10 +98,18 @@ def body_source(args) -> str:
     rendered here), ``--body-file`` (markdown as is), or BASE HEAD: two commits' stored results
     compared and rendered here (what hardware runs post).
     """
-    given = [args.comparison_json is not None, args.body_file is not None, bool(args.commits)]
+    given = [args.comparison_json is not None, args.body_file is not None, bool(args.commits),
+             args.compare_error is not None]
     if sum(given) > 1:
-        raise HarnessError("give one of --comparison-json, --body-file or BASE HEAD")
-    from harness.report.markdown import render
+        raise HarnessError("give one of --comparison-json, --compare-error, --body-file or "
+                           "BASE HEAD")
+    from harness.report.markdown import render, render_failure
+    if args.compare_error is not None:
+        raw = read_bytes(args.compare_error, "--compare-error", limit=ERROR_BYTES)
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            raise HarnessError(f"--compare-error {args.compare_error}: empty")
+        return render_failure(text, head_sha=args.expect_head_sha, run_url=args.artifact_url)
     if args.comparison_json is not None:
         from harness.report.schema import MAX_BYTES, load_document
         raw = read_bytes(args.comparison_json, "--comparison-json", limit=MAX_BYTES + 1)
@@ -110,8 +126,9 @@ def body_source(args) -> str:
                       artifact_hint=_pointer(args))
     if args.commits:
         raise HarnessError(f"expected two commits (BASE HEAD), got {len(args.commits)}")
-    raise HarnessError("no comment body: give --comparison-json FILE, --body-file FILE (or - for "
-                       "standard input), or BASE HEAD commits with stored results")
+    raise HarnessError("no comment body: give --comparison-json FILE, --compare-error FILE, "
+                       "--body-file FILE (or - for standard input), or BASE HEAD commits with "
+                       "stored results")
 
 
 def _pointer(args) -> str:

@@ -179,3 +179,32 @@ def render(doc: dict, harness_commit: str | None = None,
     pointer = artifact_hint or ("The comment was cut to fit GitHub's size limit; the full "
                                 "comparison is in the run's artifacts.")
     return fit_body("\n".join(lines), limit=limit, pointer_text=pointer)
+
+
+_ERROR_PREFIX = "spyre-bench: error: "
+_ERROR_CHARS = 4000
+
+
+def render_failure(error: str, head_sha: str | None = None, run_url: str | None = None) -> str:
+    """The comment when compare stopped before comparing (a subject that does not load): the
+    failure first, where and what (its error line, escaped), and what it made unavailable in one
+    line. ``head_sha`` (the PR head the run measured) says whether the head is the one named."""
+    lines = [x.strip() for x in error.splitlines() if x.strip()]
+    text = next((x for x in reversed(lines) if x.startswith(_ERROR_PREFIX)), lines[-1] if lines
+                else "no error line")
+    text = text.removeprefix(_ERROR_PREFIX)
+    if len(text) > _ERROR_CHARS:
+        text = text[:_ERROR_CHARS] + " …"
+    head = bool(head_sha) and len(head_sha) >= 12 and head_sha[:12] in text
+    imports = "failed to import" in text
+    who = "the head" if head else "a subject" if imports else "spyre-bench compare"
+    what = "failed to import" if imports else "failed"
+    out = [f"### spyre-bench: ❌ {who} {what}: nothing compared", "",
+           "**every exact figure, the oracle and the timings are unavailable: compare stopped at "
+           "this error before comparing anything**", "",
+           f"1. ❌ {escape(text)}", ""]
+    if run_url:
+        out += [f"The run's log: {run_url}", ""]
+    out += [f"<sub>spyre-bench {escape(__version__)} · fix the failure and push: the next run "
+            "compares</sub>", ""]
+    return "\n".join(out)
