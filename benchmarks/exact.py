@@ -7,7 +7,7 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 from harness import suite
 from harness.evaluate import config_figures, workload_figures
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
-from harness.registry import describe
+from harness.registry import LADDER_UNITS, describe
 from harness.workloads import MIXES, buildable, specs
 
 _CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
@@ -86,6 +86,58 @@ class Workload:
     def setup(self, table, *key):
         self.figures = _figures_or_skip(f"exact.Workload{list(key)}", table, key)
 
+
+#: Positions of each ladder tracked (the longest ladder of the full tier has 12 entries); past
+#: the last, only its top entry is seen.
+LADDER_POSITIONS = 12
+
+
+class Ladder:
+    """Per config, every ladder entry by entry, so plain ASV sees what a count hides.
+
+    ``exact.Config`` tracks a ladder's size: [1,2,4,8,11] -> [2,3,6,11] is 5 -> 4 buckets, which
+    ASV calls an improvement. Here each position is a series of its own: the entry at that
+    position, or the ladder's top entry past its end (a shorter ladder's missing positions are
+    its top bucket, never a gap), so the same change is four entries grown (worse, as ASV flags
+    it: a larger bucket pads more) and a change of any entry changes a series. A missing ladder
+    is a skip (NaN), never a number: ASV shows a lost ladder as n/a, never as an improvement.
+    """
+
+    params = _CONFIG_PARAMS + [list(range(LADDER_POSITIONS))]
+    param_names = _CONFIG_NAMES + ["position"]
+    timeout = 300
+
+    def setup_cache(self):
+        subject = suite.subject()
+        if subject.lacks("bucketer"):
+            return {"skipped": subject.lacks("bucketer")}
+        table = {}
+        for case in suite.cases():
+            key = suite.case_key(case)
+            if suite.wanted(key):
+                figures = config_figures(subject, case)
+                table[key] = ({"skipped": figures["skipped"]} if "skipped" in figures
+                              else dict(figures["ladders"]))
+        return table
+
+    def setup(self, table, *key):
+        *config, self.position = key
+        self.ladders = _figures_or_skip(f"exact.Ladder{config}", table, tuple(config))
+        self.config = config
+
+
+def _entry(axis: str):
+    def track(self, *params):
+        ladder = self.ladders.get(axis)
+        if not ladder:
+            suite.skip(f"exact.Ladder.track_{axis}{self.config}", f"no {axis} ladder")
+        return ladder[min(self.position, len(ladder) - 1)]
+    return describe(track, f"exact.Ladder.track_{axis}")
+
+
+for _axis in LADDER_UNITS:
+    setattr(Ladder, f"track_{_axis}", _entry(_axis))
+del _axis
 
 for _cls, _metrics in ((Config, CONFIG_METRICS), (Workload, WORKLOAD_METRICS)):
     for _name, _metric in _metrics.items():

@@ -55,9 +55,23 @@ def _exact_metric(cls: str, metric: Metric) -> BenchmarkDef:
                         figure=metric.name)
 
 
+#: Ladders tracked entry by entry (``exact.Ladder``): axis -> unit of its entries.
+LADDER_UNITS = {"kv": "tokens", "query": "tokens", "num_blocks": "blocks",
+                "num_seqs": "sequences", "batched_num_seqs": "sequences",
+                "batched_num_blocks": "blocks"}
+
+
+def _ladder(axis: str, unit: str) -> BenchmarkDef:
+    return BenchmarkDef(f"exact.Ladder.track_{axis}", unit, True,
+                        f"the {axis} ladder's entry at a position, its top entry past its end "
+                        "(a change of any entry changes a series; a larger entry pads more)",
+                        figure=f"ladders.{axis}")
+
+
 def _all() -> dict[str, BenchmarkDef]:
     defs = [_exact_metric("Config", m) for m in CONFIG_METRICS.values() if m.tracked]
     defs += [_exact_metric("Workload", m) for m in WORKLOAD_METRICS.values() if m.tracked]
+    defs += [_ladder(axis, unit) for axis, unit in LADDER_UNITS.items()]
     defs += [
         BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
                      "wall time of one layer of batched decode attention for a probe's batch, on "

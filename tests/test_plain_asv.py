@@ -19,7 +19,8 @@ from harness.runner.machine import ensure_machine
 from harness.suite import TIER_ENV
 
 BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct\("
-         r"|Workload\.track_iterations_per_layer_mean\(.*'four-3-block-decodes'\))")
+         r"|Workload\.track_iterations_per_layer_mean\(.*'four-3-block-decodes'\)"
+         r"|Ladder\.track_batched_num_blocks\(192, 2048, 32, 'batched')")
 NAMES = ["pre-810", "810-topup", "810-clamp"]
 ENV_DIR = PROJECT_ROOT / ".asv" / "env-test"
 
@@ -78,9 +79,35 @@ def test_asv_continuous_fails_on_the_kv_override_change(plain):
                c["810-topup"], conf=conf, home=home, check=False)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "track_iterations_per_layer_mean" in proc.stdout
+    assert _marked(proc.stdout, "+").count(LADDER) == 4   # review point 1, seen by plain ASV
+    assert LADDER not in _marked(proc.stdout, "-")
     same = asv("continuous", "--machine", "ci-box", "--bench", BENCH, c["810-topup"],
                c["810-topup"], conf=conf, home=home, check=False)
     assert same.returncode == 0, same.stdout[-3000:]
+
+
+def _marked(output: str, mark: str) -> str:
+    """The rows of asv's compare table with ``mark`` in its Change column ('+' worse, '-'
+    better, '!' a new failure)."""
+    return "".join(line + "\n" for line in output.splitlines()
+                   if line.strip().startswith(mark + " "))
+
+
+LADDER = "exact.Ladder.track_batched_num_blocks"
+
+
+def test_plain_asv_flags_the_bs192_ladder_change_as_worse_never_improved(plain):
+    """Review point 1 under plain ASV: the batched num_blocks ladder [1,2,4,8,11] -> [2,3,6,11]
+    at block_size 192 is a count 5 -> 4 (an "improvement" to ASV) and four entries grown, which
+    `asv compare` lists as worse (`asv continuous` fails on them: the test below); no ladder
+    entry improved."""
+    repo, conf, home = plain
+    c = repo.commits
+    table = asv("compare", "--machine", "ci-box", c["pre-810"], c["810-topup"], conf=conf,
+                home=home).stdout
+    worse = _marked(table, "+")
+    assert worse.count(LADDER) == 4 and f"{LADDER}(192, 2048, 32, 'batched', 0)" in worse
+    assert LADDER not in _marked(table, "-")
 
 
 def test_asv_compare_and_publish_work_over_the_history(plain):
@@ -103,6 +130,6 @@ def test_plain_asv_and_spyre_bench_run_store_the_same_values(plain, tmp_path):
                           env={**os.environ, "HOME": str(home)})
     assert proc.returncode == 0, proc.stderr
     theirs, ours = _stored(home / "results"), _stored(mine)
-    assert set(theirs) == set(ours) and len(ours) == 2 * len(NAMES)
+    assert set(theirs) == set(ours) and len(ours) == 3 * len(NAMES)
     for key in theirs:
         assert ours[key] == theirs[key], key          # values, params and versions

@@ -24,6 +24,9 @@ from harness.store.history import load_identity
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 
+#: Stored ladders entry by entry: shown as ladder changes, not as figures.
+LADDER_BENCHMARKS = "exact.Ladder."
+
 
 def _commit_rows(frame, prefix: str):
     commits = sorted({c for c in frame["commit"].unique() if c.startswith(prefix)})
@@ -137,8 +140,9 @@ def _key(row) -> tuple:
 
 
 def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
+    # ladders entry by entry (exact.Ladder) are compared whole, from the identity's ladders
     exact = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].map(  # noqa: E731
-        is_exact)].iterrows()}
+        lambda b: is_exact(b) and not b.startswith(LADDER_BENCHMARKS))].iterrows()}
     b, h = exact(b_rows), exact(h_rows)
     for key in sorted(set(b) | set(h)):
         rb, rh = b.get(key), h.get(key)

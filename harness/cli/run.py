@@ -108,6 +108,8 @@ def run(args) -> int:
     out = console()
     if args.repo:
         _warn_off_branch(args.repo, options.branch, targets)
+    compared = (targets[0], targets[-1]) if len(targets) >= 2 else None
+    targets = list(dict.fromkeys(targets))    # a target named twice is measured once
     out.print(f"measuring {len(targets)} target(s) on machine {options.machine}, device "
               f"{options.device}, tier {options.tier} -> {results_dir}")
     reports = []
@@ -135,14 +137,13 @@ def run(args) -> int:
                 f"target(s) skipped; first reason: {_first_skip(reports)}")
         code = 1 if failed else 0
         flagged = ""
-        if len(reports) >= 2 and not args.no_compare:
-            flagged = _compare(out, results_dir, reports[0].target, reports[-1].target, options,
-                               fail_on)
+        if compared and not args.no_compare:
+            flagged = _compare(out, results_dir, *compared, options, fail_on)
         code = max(code, 1 if flagged else 0)
+        gate = ",".join(f for f in FAIL_ON if f in fail_on) or "(nothing)"
         why = (f"failures in {', '.join(failed)}" if failed else
-               f"the closing comparison shows {flagged} (--fail-on {','.join(sorted(fail_on))})"
-               if flagged else
-               f"measured; nothing flagged by --fail-on {','.join(sorted(fail_on)) or '(none)'}")
+               f"the closing comparison shows {flagged} (--fail-on {gate})" if flagged else
+               f"measured; nothing flagged by --fail-on {gate}")
         out.print(f"exit status {code}: {why}", markup=False, highlight=False)
         return code
     finally:
