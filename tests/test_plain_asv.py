@@ -90,7 +90,7 @@ def _marked(output: str, mark: str) -> str:
     """The rows of asv's compare table with ``mark`` in its Change column ('+' worse, '-'
     better, '!' a new failure)."""
     return "".join(line + "\n" for line in output.splitlines()
-                   if line.strip().startswith(mark + " "))
+                   if line.strip().lstrip("|").strip().startswith(mark + " "))
 
 
 LADDER = "exact.Ladder.track_batched_num_blocks"

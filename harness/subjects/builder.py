@@ -276,6 +276,14 @@ class Transfer:
     bytes: int
 
 
+def _caller_name() -> str:
+    """The subject's function that called convert (past comprehensions and lambdas)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name.startswith("<"):
+        frame = frame.f_back
+    return frame.f_code.co_name if frame is not None else "other"
+
+
 #: torch dtype -> its name without the module ("float16"), filled on first sight.
 _DTYPE_NAMES: dict = {}
 
@@ -302,7 +310,7 @@ class TransferLog:
             dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
         # named after the metadata field holding it, else after the subject's function that
         # made the copy (kv_write_index, _staging_buffers, ...)
-        name = self.names.get(id(tensor)) or sys._getframe(1).f_code.co_name
+        name = self.names.get(id(tensor)) or _caller_name()
         self.log.append(Transfer(name, tuple(tensor.shape), dtype_name, tensor.nbytes))
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
@@ -378,6 +386,18 @@ def _construct(cls, known: dict, what: str):
     except (TypeError, ValueError) as exc:
         raise NotDrivable(f"{what}: unreadable signature ({exc})") from None
     kwargs, unknown = {}, []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        # ``__init__(*args, **kwargs)`` handing on to a base class (the head-major impl):
+        # what the nearest base that names its parameters takes
+        for base in getattr(cls, "__mro__", ())[1:]:
+            try:
+                named = inspect.signature(base).parameters
+            except (TypeError, ValueError):
+                continue
+            if not any(p.kind is p.VAR_KEYWORD for p in named.values()):
+                params = {**named, **{n: p for n, p in params.items()
+                                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}}
+                break
     for name, p in params.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
