@@ -103,7 +103,11 @@ def test_pull_request_workflow_is_read_only_and_uploads_data_not_markdown():
     assert all("permissions" not in job for job in wf["jobs"].values())
     [job] = wf["jobs"].values()
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    assert "spyre-bench\" compare" in runs and "--tier quick --timings --json out/comparison.json" in runs
+    assert "spyre-bench\" compare" in runs and "--json out/comparison.json" in runs
+    # every commit's kernels checked against the oracle by default (and timed), on the quick tier
+    assert '--tier "$SPYRE_BENCH_TIER" "--$SPYRE_BENCH_KERNELS"' in runs
+    assert (wf["env"]["SPYRE_BENCH_TIER"], wf["env"]["SPYRE_BENCH_KERNELS"]) == ("quick", "timings")
+    assert wf["env"]["SPYRE_BENCH_ENV"] == ""
     assert "--expected spyre-inference/.github/spyre-bench-expected-changes.jsonl" in runs
     assert "--markdown" not in runs and ".md" not in runs     # no markdown crosses to the poster
     [upload] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
@@ -414,12 +418,18 @@ def the_pin() -> str:
     return refs.pop()
 
 
+#: Flags spelled from a workflow variable -> every value the workflow accepts for it.
+VARIABLE_FLAGS = {"--$SPYRE_BENCH_KERNELS": ("--timings", "--oracle")}
+
+
 def calls(script: str) -> list[tuple[str, set[str]]]:
     """(command, flags) of every spyre-bench call in a run: script; flags kept in a bash array
     (``source=(--comparison-json ...)``, expanded as ``"${source[@]}"``) count where expanded."""
     text = script.replace("\\\n", " ")
+    for spelled, values in VARIABLE_FLAGS.items():
+        text = text.replace(spelled, " ".join(values))
     arrays: dict[str, set[str]] = {}
-    for name, body in re.findall(r"(\w+)=\(([^)]*)\)", text):
+    for name, body in re.findall(r"(\w+)\+?=\(([^)]*)\)", text):
         arrays.setdefault(name, set()).update(FLAG.findall(body))
     out = []
     for m in CALL.finditer(text):
@@ -484,8 +494,10 @@ def missing_at(ref: str, dest: Path, names=PINNED) -> list[str]:
 
 def test_the_workflows_call_spyre_bench_as_this_test_reads_them():
     wanted = workflow_calls()
-    assert wanted["compare"] >= {"--base", "--head", "--tier", "--json", "--expected"}
-    assert wanted["comment"] >= {"--comparison-json", "--body-file", "--post", "--expect-head-sha",
+    assert wanted["compare"] >= {"--base", "--head", "--tier", "--json", "--expected", "--timings",
+                                 "--oracle", "--env", "--write-expected"}
+    assert wanted["comment"] >= {"--comparison-json", "--compare-error", "--body-file", "--post",
+                                 "--expect-head-sha",
                                  "--expect-head-repo", "--expect-head-branch", "--key"}
     assert workflow_files() >= {"requirements/post.txt", "requirements/constraints.txt"}
 
