@@ -89,7 +89,7 @@ def test_kernel_runs_the_commits_own_kernels_and_the_oracle_passes(rev):
 def test_compare_of_successive_commits_compares_figures(pair, tmp_path):
     base, head = pair
     out = tmp_path / "comparison.json"
-    done = spyre_bench("compare", "--base", spec(base), "--head", spec(head), "--tier", "tiny",
+    done = spyre_bench("compare", "--base", spec(base), "--head", spec(head), "--tier", "quick",
                        "--json", str(out), "--fail-on", "wrong")
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(out.read_text())
