@@ -42,6 +42,7 @@ class Config:
     param_names = _CONFIG_NAMES
     timeout = 300
 
+    @suite.skipped_when_not_drivable
     def setup_cache(self):
         subject = suite.subject()
         if subject.lacks("bucketer"):
@@ -63,6 +64,7 @@ class Workload:
     #: every config they drive, so Config's setup_cache then reads the bucketings.
     setup_cache_first = True
 
+    @suite.skipped_when_not_drivable
     def setup_cache(self):
         subject = suite.subject()
         if subject.lacks("bucketer"):
@@ -107,6 +109,7 @@ class Ladder:
     param_names = _CONFIG_NAMES + ["position"]
     timeout = 300
 
+    @suite.skipped_when_not_drivable
     def setup_cache(self):
         subject = suite.subject()
         if subject.lacks("bucketer"):

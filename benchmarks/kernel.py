@@ -69,6 +69,7 @@ class Compile:
     CONFIG = (dict(probes.SMALL) if suite.tier_name() == "quick"
               else dict(probes.REVIEW, num_kv_heads=2, queries_per_kv=2, head_size=32))
 
+    @suite.skipped_when_not_drivable
     def setup_cache(self):
         from harness.config import EngineConfig
         from harness.matrix import Case, override_set
@@ -158,18 +159,19 @@ if suite.tier_name() == "full":
         param_names = ["probe"]
 
         def setup(self, probe):
+            from harness.config import Overrides
             from harness.measure.compiles import count_graphs
             from harness.workloads import inline
             p = _PROBES[probe]
-            subject = suite.subject()
-            found = subject.decode_kernel()
-            if found is None:
-                suite.skip(f"kernel.CompileTime[{probe}]", "no batched decode kernel")
-            config = p.engine_config()
-            from harness.config import Overrides
-            bucketing = subject.bucketing(config, Overrides.from_env(p.env))
-            count = count_graphs(*found, bucketing, config, inline([p.step]), device=_device(),
-                                 backend="inductor", record_warmup=False)
+            with suite.skipping(f"kernel.CompileTime[{probe}]"):
+                subject = suite.subject()
+                found = subject.decode_kernel()
+                if found is None:
+                    suite.skip(f"kernel.CompileTime[{probe}]", "no batched decode kernel")
+                config = p.engine_config()
+                bucketing = subject.bucketing(config, Overrides.from_env(p.env))
+                count = count_graphs(*found, bucketing, config, inline([p.step]),
+                                     device=_device(), backend="inductor", record_warmup=False)
             self.seconds = sum(count.compile_seconds.values())
 
         def track_compile_seconds(self, probe):

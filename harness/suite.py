@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import CapabilityMissing, HarnessError
 from harness.matrix import TIERS, Tier, tier_cases
 
 SUBJECT_ENV = "SPYRE_BENCH_SUBJECT"
@@ -88,6 +88,29 @@ def skip(benchmark: str, reason: str):
         with open(log, "a") as f:
             f.write(json.dumps({"benchmark": benchmark, "reason": reason}) + "\n")
     raise NotImplementedError(reason)
+
+
+def skipped_when_not_drivable(setup_cache):
+    """``setup_cache`` whose subject cannot be driven (:class:`CapabilityMissing`, e.g. the
+    builder's ``NotDrivable``) returns ``{"skipped": reason}``: each benchmark's ``setup`` then
+    skips (ASV's NotImplementedError). Raised from ``setup_cache`` itself, ASV would count every
+    benchmark of the class as failed."""
+    @functools.wraps(setup_cache)
+    def wrapped(self):
+        try:
+            return setup_cache(self)
+        except CapabilityMissing as exc:
+            return {"skipped": str(exc)}
+    return wrapped
+
+
+@contextlib.contextmanager
+def skipping(benchmark: str):
+    """In ``setup`` or a benchmark: a capability the subject lacks is a skip with its reason."""
+    try:
+        yield
+    except CapabilityMissing as exc:
+        skip(benchmark, str(exc))
 
 
 #: The names of a case's key (:func:`case_key`), which are the config benchmarks' parameters.
