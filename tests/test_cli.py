@@ -172,5 +172,7 @@ def test_changes_follows_the_checked_out_branch_and_warns_when_nothing_is_on_it(
     stored.mkdir()
     results(stored)
     proc = spyre_bench("changes", "--results-dir", str(stored), "--repo", str(repo), check=False)
-    assert proc.returncode == 0, proc.stderr   # no branch "main" here: the checked-out one is used
+    # no branch "main" here: the checked-out one is used; nothing measured on it is no pass
+    assert proc.returncode == 2, proc.stderr
     assert "none of the 2 measured commit(s) is on branch 'trunk'" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("spyre-bench: error: nothing measured")

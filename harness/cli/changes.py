@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from harness.cli.common import HISTORY_DIR
-from harness.errors import writing
+from harness.errors import HarnessError, writing
 
 
 def register(sub) -> None:
@@ -19,7 +19,8 @@ def register(sub) -> None:
                     "asv.conf.json's regressions_thresholds gives the benchmark. Change points "
                     "over the same commit range form one regression, named by its first bad "
                     "commit and the range it could be in.",
-        epilog="exit codes: 0 no change point, 1 change points found, 2 bad input",
+        epilog="exit codes: 0 no change point, 1 change points found, 2 bad input or nothing "
+               "measured (no results on the branch, or every figure skipped)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
                    help="ASV results folder (default %(default)s, where `run` writes)")
@@ -42,8 +43,9 @@ def run(args) -> int:
     from harness.cli.common import warn
     from harness.report.issues import issue_markdown
     from harness.report.tables import console, table
-    frame, regressions, _ = detect_regressions(args.results_dir, args.repo, args.branch,
-                                               args.machine, warn)
+    frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch,
+                                                   args.machine, warn)
+    nothing = _coverage(frame, order, args, warn)
     if args.json:
         text = json.dumps([r.as_dict() for r in regressions], indent=1)
         if str(args.json) == "-":
@@ -64,4 +66,31 @@ def run(args) -> int:
         console().print(table(f"{len(regressions)} regression(s) in {frame['commit'].nunique()} "
                               "commits", ["first bad", "last good", "in range", "kind",
                                           "series", "e.g."], rows))
+    if nothing:
+        raise HarnessError(nothing)     # "0 regressions" over nothing measured is no pass
     return 1 if regressions else 0
+
+
+#: Above this share of skipped figures, ``changes`` says its verdict rests on few series.
+MOSTLY_SKIPPED = 0.5
+
+
+def _coverage(frame, order, args, warn) -> str | None:
+    """Warn when the history looked at holds no data or mostly skips; returns why nothing was
+    measured (the command then exits 2), or None."""
+    where = f"{args.results_dir}" + (f" (machine {args.machine})" if args.machine else "")
+    if order is not None:
+        frame = frame[frame["commit"].isin(set(order))]
+        where += f" on branch {args.branch or 'checked out in ' + str(args.repo)}"
+    counts = frame["status"].value_counts()
+    ok, skipped = int(counts.get("ok", 0)), int(counts.get("skipped", 0))
+    if frame.empty:
+        warn(f"no results in {where}: no commit measured, nothing to compare")
+        return f"nothing measured: no results in {where}"
+    if not ok:
+        return (f"nothing measured: all {len(frame):,} figures of {frame['commit'].nunique()} "
+                f"commit(s) in {where} are skipped or failed")
+    if skipped > MOSTLY_SKIPPED * len(frame):
+        warn(f"{skipped:,} of {len(frame):,} figures in {where} are skipped (measured: {ok:,}): "
+             "change points can only be found in the measured ones")
+    return None

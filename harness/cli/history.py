@@ -45,9 +45,19 @@ def run(args) -> int:
         counts = g["status"].value_counts()
         rows.append([machine, env, commit[:12], str(g["date"].iloc[0])[:19],
                      g["subject"].iloc[0] or "-", counts.get("ok", 0), counts.get("skipped", 0),
-                     counts.get("failed", 0),
-                     "yes" if g["complete"].all() else "no (interrupted or killed)"])
+                     counts.get("failed", 0), _completeness(g, counts)])
     out.print(table(f"history in {args.results_dir}: {len(frame)} rows",
                     ["machine", "env", "commit", "commit date", "subject", "ok", "skipped",
                      "failed", "complete"], rows))
     return 0
+
+
+def _completeness(rows, counts) -> str:
+    """A commit is complete when its run finished *and* measured something: a finished run
+    whose every figure was skipped measured nothing."""
+    if not rows["complete"].all():
+        return "no (interrupted or killed)"
+    ok = int(counts.get("ok", 0))
+    if not ok:
+        return "no (nothing measured)"
+    return "yes" if ok == len(rows) else f"yes ({ok / len(rows):.0%} measured)"
