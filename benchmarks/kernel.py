@@ -25,7 +25,9 @@ def _device():
     if _DEVICE is None:
         import os
         _DEVICE = select(os.environ.get("SPYRE_BENCH_DEVICE", "auto"))
-        _DEVICE.prepare()
+        # torch's threads set here, in the benchmark process (a forkserver child): its default,
+        # one per core, made `asv run --interleave-rounds` 17x slower on a shared 2-core box
+        _DEVICE.prepare(suite.torch_threads())
     return _DEVICE
 
 

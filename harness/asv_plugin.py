@@ -5,6 +5,15 @@ running from two clones starts two series that never line up. ``spyre-bench run`
 environment (``-E spyre-bench:PYTHON``) instead; its name carries only the Python version and the
 device (``SPYRE_BENCH_DEVICE``), e.g. ``spyre-bench-py3.11-cpu``. Loaded by asv.conf.json's
 ``"plugins": [".harness.asv_plugin"]``.
+
+Under any existing environment (``asv run --python=same``, ``-E existing:PYTHON``) ASV checks
+nothing out and hands the benchmark processes none of its ``ASV_*`` variables: the suite then
+measures the code at hand (``harness.suite.code_at_hand``), and this plugin tells it where the
+configured ``repo`` is (``SPYRE_BENCH_ASV_REPO``, inherited by the benchmark processes).
+
+A timing of one sample (``asv run --quick``, ``spyre-bench run --smoke``) is stored without a
+spread: ASV would store its quartiles and interval as the value itself, a spread of ±0 that
+nothing measured.
 """
 
 import functools
@@ -12,12 +21,51 @@ import os
 
 from asv import util
 from asv.environment import ExistingEnvironment, get_env_name
+from asv.results import Results
 
 
 @functools.cache
 def _python_version(executable: str) -> str:
     return util.check_output(
         [executable, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).strip()
+
+
+REPO_ENV = "SPYRE_BENCH_ASV_REPO"
+
+
+def _remembering_repo(init):
+    @functools.wraps(init)
+    def __init__(self, conf, *args, **kwargs):
+        init(self, conf, *args, **kwargs)
+        repo = getattr(conf, "repo", None)
+        if repo and os.path.isdir(repo):
+            os.environ.setdefault(REPO_ENV, os.path.abspath(repo))
+    __init__.spyre_bench = True
+    return __init__
+
+
+if not getattr(ExistingEnvironment.__init__, "spyre_bench", False):
+    ExistingEnvironment.__init__ = _remembering_repo(ExistingEnvironment.__init__)
+
+
+def _no_spread_of_one_sample(add_result):
+    @functools.wraps(add_result)
+    def wrapped(self, benchmark, *args, **kwargs):
+        out = add_result(self, benchmark, *args, **kwargs)
+        stats = self._stats.get(benchmark["name"])
+        if stats:
+            self._stats[benchmark["name"]] = [
+                None if isinstance(s, dict) and (s.get("repeat") or 0) < 2 else s
+                for s in stats]
+            if all(s is None for s in self._stats[benchmark["name"]]):
+                self._stats[benchmark["name"]] = None
+        return out
+    wrapped.spyre_bench = True
+    return wrapped
+
+
+if not getattr(Results.add_result, "spyre_bench", False):
+    Results.add_result = _no_spread_of_one_sample(Results.add_result)
 
 
 class StableExistingEnvironment(ExistingEnvironment):

@@ -5,7 +5,8 @@ The benchmark classes stay thin: parameters come from the tier, values from the 
 subject is chosen without editing files:
 
 * ``SPYRE_BENCH_SUBJECT``: a subject spec (set by ``spyre-bench run``); without it, the
-  commit ASV checked out into ``$ASV_ENV_DIR/project`` (``$ASV_COMMIT``; plain ``asv run``).
+  commit ASV checked out into ``$ASV_ENV_DIR/project`` (``$ASV_COMMIT``; plain ``asv run``), or
+  in an existing environment (``--python=same``), the code at hand (:func:`code_at_hand`).
 * ``SPYRE_BENCH_TIER``: ``quick`` (default, PR CI) or ``full`` (nightly).
 * ``SPYRE_BENCH_SKIP_LOG``: a file the reasons of skipped benchmarks are appended to (ASV itself
   stores a skip only as NaN).
@@ -71,8 +72,30 @@ def subject_spec() -> str:
         # read by revision from the checkout's object store: the same subject spyre-bench run
         # gives the commit, whatever state the work tree is in
         return f"git:{Path(env_dir) / STAGED_PROJECT}@{commit}"
-    raise HarnessError(f"no subject: set {SUBJECT_ENV} (spyre-bench run does) or run under a "
-                       "plain-ASV environment ($ASV_ENV_DIR/project and $ASV_COMMIT)")
+    return code_at_hand()
+
+
+#: Where an existing ASV environment's configured repo is (set by harness.asv_plugin).
+ASV_REPO_ENV = "SPYRE_BENCH_ASV_REPO"
+
+
+def code_at_hand() -> str:
+    """The subject when ASV checked nothing out: an existing environment (``asv run
+    --python=same``, ``-E existing:PYTHON``), where ``--set-commit-hash`` records results as a
+    commit the user vouches for. The spyre-inference installed in this interpreter, else the
+    working tree (``path:``) of asv.conf.json's ``repo``."""
+    import importlib.util
+    if importlib.util.find_spec("spyre_inference") is not None:
+        return "spyre-inference"
+    repo = os.environ.get(ASV_REPO_ENV)
+    if not repo:
+        from harness.runner.asv_config import PROJECT_CONFIG, load_project_config
+        repo = str(PROJECT_CONFIG.parent / (load_project_config().get("repo") or ""))
+    if not Path(repo).is_dir():
+        raise HarnessError(f"no subject: set {SUBJECT_ENV} (spyre-bench run does), run under "
+                           "plain ASV (it checks each commit out), or install spyre-inference "
+                           f"or check it out at asv.conf.json's repo ({repo})")
+    return f"path:{Path(repo).resolve()}"
 
 
 @functools.cache

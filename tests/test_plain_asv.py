@@ -110,6 +110,45 @@ def test_plain_asv_flags_the_bs192_ladder_change_as_worse_never_improved(plain):
     assert LADDER not in _marked(table, "-")
 
 
+def test_existing_environments_measure_the_code_at_hand(plain, tmp_path):
+    """`asv run --python=same` and `-E existing:PYTHON --set-commit-hash` (ASV checks nothing
+    out): the suite measures the configured repo's working tree, and only with a commit hash
+    are results saved, under that commit; a `--quick` timing is stored without a spread."""
+    import json
+
+    from asv.results import iter_results_for_machine
+    repo, conf, home = plain
+    data = json.loads(conf.read_text())
+    data["results_dir"] = str(tmp_path / "results")
+    (tmp_path / "asv.conf.json").write_text(json.dumps(data))
+    one = r"^exact\.Config\.track_batched_num_blocks_distinct\(192, 2048, 32, 'batched'\)"
+
+    def asv_here(*args):
+        proc = subprocess.run([sys.executable, "-m", "asv", "run", "--machine", "ci-box", *args],
+                              capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "HOME": str(home), TIER_ENV: "tiny"})
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "failed" not in proc.stdout, proc.stdout[-3000:]
+        return proc
+
+    asv_here("--python=same", "--quick", "--bench", one)
+    saved = [p.name for p in (tmp_path / "results").glob("ci-box/*.json")]
+    assert saved == ["machine.json"]                          # no results saved without a hash
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.path, capture_output=True,
+                          text=True).stdout.strip()
+    asv_here("-E", f"existing:{sys.executable}", "--set-commit-hash", head, "--quick",
+             "--bench", one + r"|^kernel\.Decode\.time_layer\('small-4x8'\)")
+    [result] = iter_results_for_machine(str(tmp_path / "results"), "ci-box")
+    assert result.commit_hash == head
+    key = "exact.Config.track_batched_num_blocks_distinct"
+    values = result.get_result_value(key, result.get_result_params(key))
+    assert [v for v in values if v == v] == [4]   # the working tree's (HEAD's) [2,3,6,11]
+    key = "kernel.Decode.time_layer"
+    params = result.get_result_params(key)
+    assert result.get_result_value(key, params)[0] > 0
+    assert result.get_result_stats(key, params)[0] is None     # one sample: no spread
+
+
 def test_asv_compare_and_publish_work_over_the_history(plain):
     repo, conf, home = plain
     c = repo.commits
