@@ -43,5 +43,11 @@ bench-kernel: $(STAMP)
 	mkdir -p .benchmarks && $(BIN)/python -m pytest tests/bench/test_kernel_bench.py -m 'not inductor' --benchmark-enable \
 		--benchmark-columns=min,median,iqr,max,rounds --benchmark-json=.benchmarks/kernel.json
 
+## Everything the project creates: the venv, ASV's environments (.asv/env-test is 1.2 GB after
+## `make test`), logs and the reference repository, caches, build output, and the git-ignored
+## files in results/ (laptop runs of the reference; committed history stays).
 clean:
-	rm -rf $(VENV) .pytest_cache .benchmarks .hypothesis
+	rm -rf $(VENV) .asv .pytest_cache .ruff_cache .benchmarks .hypothesis build dist html \
+		test-artifacts *.egg-info .spyre-bench.lock
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+	if git rev-parse --git-dir >/dev/null 2>&1; then git clean -fdXq -- results; fi
