@@ -109,6 +109,12 @@ def test_810_first_screen_carries_the_reviews_five_findings(pr810):
     assert top.index("default config (no env override)") < top.index("SPYRE_ATTN_KV_BUCKETS")
     # no rounding hides a change
     assert not re.search(r"(\d[\d.,]* [KM]iB) → \1\b", text)
+    # it ends with how to acknowledge the changes: too many to list, the command that writes them
+    intro, blank, fence, command, end = text.rstrip().splitlines()[-5:]
+    assert intro.startswith("**To acknowledge these 970 changes**") and (blank, fence, end) == (
+        "", "```sh", "```")
+    assert command.endswith(" --tier quick --write-expected .github/spyre-bench-expected-changes.jsonl")
+    assert len(first_screen(text, 40).split("<details>")[0].splitlines()) <= 16   # one screen
 
 
 def test_810_full_tables_are_folded_below(pr810):
@@ -151,6 +157,95 @@ def test_lost_bucketer_is_red_x_and_exit_1(spyre_repo):
     text = pinned("lost-bucketer-comment.md", doc, spyre_repo)
     assert text.startswith("### spyre-bench: ❌ lost")
     assert f"{len(doc['lost'])} not compared" in text and "🟢" not in text
+
+
+BUILD_RAISES = ("        m = common_attn_metadata\n",
+                "        m = common_attn_metadata\n"
+                "        raise RuntimeError(\"metadata builder is broken\")\n")
+
+
+def test_a_head_whose_build_raises_leads_with_that_failure_once(spyre_repo):
+    """One cause, one finding: the failure where and what, the figures it made unavailable
+    folded into it, not one finding per step it met."""
+    broken = spyre_repo.edit(BACKEND, *BUILD_RAISES, parent="gen4", message="build raises")
+    code, doc, proc = compare_cli(spyre_repo, "gen4", broken, "--block-size", "64,192",
+                                  "--overrides", "batched,kv-above-limit")
+    assert code == 1 and len({x["why"] for x in doc["lost"]}) > 1, proc.stderr   # per step
+    text = pinned("head-fails-comment.md", doc, spyre_repo, broken=broken)
+    lines = plain(text).splitlines()
+    assert lines[0] == ("spyre-bench: ❌ the head failed: RuntimeError in "
+                        "SpyreAttentionMetadataBuilder.build() · oracle not run, timings not "
+                        "measured")
+    failures = [x for x in lines if "the head failed: subject raised" in x]
+    assert len(failures) == 1 and "metadata builder is broken" in failures[0]
+    assert f"Unavailable because of it: {len(doc['lost'])} figures at 4 configs" in failures[0]
+    assert "spyre_attn.py:" in failures[0] and "on step" not in failures[0]
+    assert sum(x.startswith("lost: subject raised") for x in lines) == 1   # folded: one line
+
+
+def test_the_acknowledge_lines_round_trip_through_compare_expected(spyre_repo, tmp_path):
+    """The lines the comment ends with, added to the expected-changes file, make the next
+    compare pass on exactly these changes; the command it gives instead writes the same lines."""
+    from harness.report import markdown
+    tier = ["--tier", "tiny"]
+    out = tmp_path / "comparison.json"
+    first = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
+                            spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
+                            *tier, "--json", str(out)], capture_output=True, text=True)
+    assert first.returncode == 1, first.stderr
+    body = subprocess.run([sys.executable, "-m", "harness", "comment", "--comparison-json",
+                           str(out)], capture_output=True, text=True).stdout
+    doc = json.loads(out.read_text())
+    n = len(doc["exact_changed"]) + len(doc["ladders"])
+    head, _, block = body.rpartition("```jsonl\n")
+    assert f"**To acknowledge these {n} changes**" in head.splitlines()[-5]
+    lines = block.split("\n```\n")[0].splitlines()
+    assert len(lines) == n and body.rstrip().endswith("</details>")
+    expected = tmp_path / "spyre-bench-expected-changes.jsonl"
+    expected.write_text("\n".join(lines) + "\n")
+    again = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
+                            spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
+                            *tier, "--expected", str(expected), "--json", "-"],
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["expected"] == {"file": str(expected), "acknowledged": n,
+                                                    "unacknowledged": 0, "stale": 0}
+    # too many to list: the command, run as given, writes exactly those lines
+    listed, markdown.ACK_LISTED = markdown.ACK_LISTED, 0
+    try:
+        command = render(doc).rstrip().splitlines()[-2]
+    finally:
+        markdown.ACK_LISTED = listed
+    assert command.startswith("spyre-bench compare --base git:<spyre-inference>@")
+    argv = command.replace("<spyre-inference>", str(spyre_repo.path)).split()[1:]
+    written = tmp_path / "written.jsonl"
+    argv[argv.index("--write-expected") + 1] = str(written)
+    proc = subprocess.run([sys.executable, "-m", "harness", *argv, "--json", "-"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert [x for x in written.read_text().splitlines() if not x.startswith("#")] == lines
+
+
+def test_acknowledge_lines_from_a_hostile_document_are_inert_and_still_acknowledge(tmp_path):
+    """Names in the document come from where PR code ran: in the lines they are JSON escapes
+    (no mention, reference, tag or fence-closing backticks), which the gate reads back as is."""
+    from harness.analyze import expected
+    from harness.analyze.comparison import Comparison, Side
+    from harness.report.markdown import acknowledge_lines
+    c = Comparison(Side("reference:a"), Side("reference:b"))
+    evil = "@everyone #1 <img src=x> ``` & `x`"
+    c.configs = [{"block_size": 64, "max_model_len": 2048, "max_num_seqs": 32, "overrides": evil}]
+    c.add_exact("iterations_per_layer_mean", {**c.configs[0], "workload": evil}, 4, 128)
+    doc = as_document(c)
+    validate(doc)
+    lines = acknowledge_lines(doc)
+    assert len(lines) == 1 and not set("@#<>&`") & set(lines[0])
+    text = render(doc)
+    assert text.rstrip().endswith("```\n\n</details>") and "@everyone" not in text.split("jsonl")[-1]
+    path = tmp_path / "expected.jsonl"
+    path.write_text(lines[0] + "\n")
+    expected.apply(doc, expected.load(path), str(path))
+    assert doc["expected"]["unacknowledged"] == 0 and doc["expected"]["acknowledged"] == 1
 
 
 # -- the planted 2× slowdown --------------------------------------------------------------------

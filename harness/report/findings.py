@@ -11,6 +11,7 @@ no cost effect. Text here is plain; renderers escape it (it carries names from t
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
@@ -28,13 +29,13 @@ EFFECTS = ("iterations_per_layer_mean", "padded_slots_per_real_token", "h2d_byte
            "mask_bytes_per_step", "distinct_compile_keys")
 #: Per deployment config: compiled graphs the batched ladder implies.
 COMPILES = "batched_num_blocks_distinct"
-ICONS = {"wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
+ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
          "acknowledged": "✅", "info": "ℹ️"}
 
 
 @dataclass
 class Finding:
-    kind: str           # wrong, lost, regression, improvement, change, acknowledged, info
+    kind: str           # failed, wrong, lost, regression, improvement, change, acknowledged, info
     text: str           # plain text; escape before putting it into markdown
     rank: tuple = ()
 
@@ -283,13 +284,59 @@ def _unchanged_default(doc: dict) -> Finding | None:
                      "so 0 fewer compiles there")
 
 
+# -- the head's own failures -------------------------------------------------------------------
+
+# "<subject> (commit c): subject raised X in Where() on step S | Q: message (file.py:12: source)"
+# (harness.subjects.builder): one cause whatever the step, config or workload it met.
+_RAISED = re.compile(r"subject raised (?P<exc>[\w.]+) in (?P<where>.+?)(?: on step [^:]*)?: "
+                     r"(?P<rest>.*)$", re.S)
+_AT = re.compile(r"\((?P<loc>[^()\s]+\.py:\d+)(?::[^()]*|\([^()]*\))*\)$")
+
+
+def failure_cause(why: str) -> tuple[tuple, str] | None:
+    """(key, text) of the failure a reason reports: the subject's own code raised (``build()``,
+    ``forward()``, the cache update). Reasons that differ only in the step, config or workload
+    that met it share the key; the text names the exception, where and the line it raised at."""
+    m = _RAISED.search(why)
+    if m is None:
+        return None
+    at = _AT.search(m["rest"])
+    key = (m["exc"], m["where"], at["loc"] if at else m["rest"])
+    return key, f"subject raised {m['exc']} in {m['where']}: {m['rest']}"
+
+
+def _config_of(what: str) -> str:
+    return re.sub(r", workload .*$", "", what)
+
+
+def _failures(doc: dict) -> tuple[list[Finding], list[dict]]:
+    """The head's failures, one finding per cause with the figures it made unavailable folded
+    into it; and the lost items that are not failures."""
+    causes: dict[tuple, tuple[str, list[str]]] = {}
+    rest = []
+    for item in doc["lost"]:
+        found = failure_cause(item["why"])
+        if found is None:
+            rest.append(item)
+            continue
+        causes.setdefault(found[0], (found[1], []))[1].append(item["what"])
+    out = []
+    for i, (text, whats) in enumerate(sorted(causes.values(), key=lambda c: -len(c[1]))):
+        configs = list(dict.fromkeys(_config_of(w) for w in whats))
+        out.append(Finding("failed", f"the head failed: {text}. Unavailable because of it: "
+                                     f"{len(whats):,} figures at {len(configs):,} configs "
+                                     f"(e.g. {configs[0]})", (-1, i)))
+    return out, rest
+
+
 # -- the findings ------------------------------------------------------------------------------
 
 def findings(doc: dict) -> list[Finding]:
-    out = [Finding("wrong", f"wrong kernel: {m['what']}: {m['why']}", (0, i))
-           for i, m in enumerate(doc["mismatches"])]
+    out, lost_items = _failures(doc)
+    out += [Finding("wrong", f"wrong kernel: {m['what']}: {m['why']}", (0, i))
+            for i, m in enumerate(doc["mismatches"])]
     lost: dict[str, list[str]] = defaultdict(list)
-    for item in doc["lost"]:
+    for item in lost_items:
         lost[item["why"]].append(item["what"])
     for i, (why, whats) in enumerate(sorted(lost.items(), key=lambda kv: -len(kv[1]))):
         out.append(Finding("lost", f"lost: the base had it, the head does not: {why} "
@@ -325,8 +372,21 @@ def findings(doc: dict) -> list[Finding]:
 
 
 def headline(doc: dict, found: list[Finding]) -> str:
-    """The verdict: the worst thing first, never green for what could not be checked."""
+    """The verdict: the worst thing first, never green for what could not be checked, and what
+    was not checked (the oracle, the timings) said in it."""
+    text = _verdict(doc, found)
+    unchecked = [what for what, missing in (("oracle not run", doc["oracle"] is None),
+                                            ("timings not measured", not doc["timings_measured"]))
+                 if missing and what not in text]
+    return text + (" · " + ", ".join(unchecked) if unchecked else "")
+
+
+def _verdict(doc: dict, found: list[Finding]) -> str:
     kinds = [f.kind for f in found]
+    failed = next((f for f in found if f.kind == "failed"), None)
+    if failed is not None:
+        m = _RAISED.search(failed.text)
+        return f"❌ the head failed: {m['exc']} in {m['where']}" if m else "❌ the head failed"
     if "wrong" in kinds:
         return "❌ wrong kernel: the oracle rejects an output"
     if "lost" in kinds:

@@ -10,6 +10,7 @@ not added here: the publisher adds it, in one place (``harness.report.marker.wit
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from statistics import median
 
@@ -20,6 +21,7 @@ from harness.report.findings import (
     AXIS_ORDER,
     COMPILES,
     change,
+    failure_cause,
     findings,
     headline,
     ladder,
@@ -147,16 +149,101 @@ def _not_compared(doc: dict) -> list[str]:
     if not items:
         return []
     by_reason: dict[tuple, list[str]] = defaultdict(list)
-    for kind, x in items:
-        by_reason[(kind, x["why"])].append(x["what"])
-    lines = [f"- {kind}: {escape(why)} × {len(whats)} (e.g. {escape(whats[0])})"
-             for (kind, why), whats in by_reason.items()]
+    said: dict[tuple, str] = {}
+    for kind, x in items:   # a failure met at many steps is one reason
+        found = failure_cause(x["why"])
+        key = (kind, found[0] if found else x["why"])
+        said.setdefault(key, found[1] if found else x["why"])
+        by_reason[key].append(x["what"])
+    lines = [f"- {key[0]}: {escape(said[key])} × {len(whats)} (e.g. {escape(whats[0])})"
+             for key, whats in by_reason.items()]
     return _details(f"{len(items)} figures not compared", lines[:_CAP])
+
+
+#: The acknowledge lines are listed when they fit in this many characters; else the command.
+ACK_LISTED = 24_000
+
+
+def _fenced(lines: list[str], info: str = "") -> list[str]:
+    """A fenced code block that no backtick run inside it can close (its text is literal)."""
+    body = ["".join(" " if ord(c) < 32 or c in _BIDI_OR_BREAK else c for c in line)
+            for line in lines]
+    longest = max((len(run) for line in body for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, *body, fence]
+
+
+_BIDI_OR_BREAK = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                     "\x85\u2028\u2029\x7f")
+
+
+def acknowledge_lines(doc: dict) -> list[str]:
+    """The expected-changes lines that acknowledge this comparison's unacknowledged changes:
+    what to add to the expected-changes file (``compare --expected``) for the check to pass on
+    exactly these values."""
+    from harness.analyze.expected import replacement
+    pending = {"exact_changed": [e for e in doc["exact_changed"] if not e.get("acknowledged")],
+               "ladders": [ld for ld in doc["ladders"] if not ld.get("acknowledged")]}
+    return [x.translate(_INERT_JSON) for x in replacement(pending).splitlines()
+            if x and not x.startswith("#")]
+
+
+# Characters GitHub or markdown could act on, written as the JSON escapes they equal (they occur
+# only inside JSON strings, where ``json.loads`` reads them back unchanged): in the code block no
+# backtick can close it, and no mention, reference or tag appears even as text.
+_INERT_JSON = {ord(c): f"\\u{ord(c):04x}" for c in "@#<>&`"}
+
+
+def _config_flags(doc: dict) -> str | None:
+    """The compare flags that give the configs of ``doc``: a tier, with ``--env`` when one env
+    override set of its own replaced the tier's sets; None when no tier gives them."""
+    from harness.matrix import OVERRIDE_SETS, TIERS, tier_cases
+    configs = doc["configs"]
+    fields = ("block_size", "max_model_len", "max_num_seqs")
+    shape = [tuple(c.get(k) for k in fields) for c in configs]
+    names = list(dict.fromkeys(c.get("overrides") for c in configs))
+    for tier, t in TIERS.items():
+        cases = tier_cases(tier)
+        if sorted(set(shape)) != sorted({tuple(c.key()[k] for k in fields) for c in cases}):
+            continue
+        if names == list(t.override_sets) and len(shape) == len(cases):
+            return f"--tier {tier}"
+        if (len(names) == 1 and names[0] not in OVERRIDE_SETS and names[0] in doc["envs"]
+                and len(shape) == len(set(shape))):
+            env = doc["envs"][names[0]]
+            return f"--tier {tier}" + "".join(f" --env {k}={v}" for k, v in sorted(env.items()))
+    return None
+
+
+def _acknowledge(doc: dict) -> list[str]:
+    """How to acknowledge the changes found: the lines to add, or the command that writes them."""
+    from harness.analyze.expected import DEFAULT_PATH
+    lines = acknowledge_lines(doc)
+    if not lines:
+        return []
+    n = len(lines)
+    intro = (f"**To acknowledge {'this change' if n == 1 else f'these {n:,} changes'}** (if the "
+             f"PR means them), add {'this line' if n == 1 else 'these lines'} to `{DEFAULT_PATH}`; "
+             "the check then passes on exactly these values and still fails on any other change:")
+    if sum(len(x) + 1 for x in lines) <= ACK_LISTED:
+        return [intro, "", *_details(f"{n:,} {'line' if n == 1 else 'lines'} for "
+                                     f"{DEFAULT_PATH}", _fenced(lines, "jsonl"))]
+    sides = [f"git:<spyre-inference>@{doc[s]['commit']}" if doc[s]["commit"] else doc[s]["label"]
+             for s in ("base", "head")]
+    flags = _config_flags(doc) or "<the check's config flags>"
+    command = (f"spyre-bench compare --base {sides[0]} --head {sides[1]} {flags} "
+               f"--write-expected {DEFAULT_PATH}")
+    return [f"**To acknowledge these {n:,} changes** (if the PR means them), too many to list "
+            f"here: commit `expected-changes.jsonl` from the run's artifacts as `{DEFAULT_PATH}`, "
+            "or write it with:", "", *_fenced([command], "sh"), ""]
 
 
 def render(doc: dict, harness_commit: str | None = None,
            limit: int = GITHUB_BODY_LIMIT - _MARKER_ROOM, artifact_hint: str | None = None) -> str:
-    """The comment body for a validated comparison document (no marker: the publisher adds it)."""
+    """The comment body for a validated comparison document (no marker: the publisher adds it).
+
+    It ends with how to acknowledge the changes found (the expected-changes lines), kept whole
+    when the rest is cut to fit."""
     found = findings(doc)
     lines = [f"### spyre-bench: {escape(headline(doc, found))}", "",
              f"**{escape(status(doc))}**", "", _where(doc), ""]
@@ -178,7 +265,9 @@ def render(doc: dict, harness_commit: str | None = None,
               + " · every figure is lower-is-better · exact figures compared exactly</sub>", ""]
     pointer = artifact_hint or ("The comment was cut to fit GitHub's size limit; the full "
                                 "comparison is in the run's artifacts.")
-    return fit_body("\n".join(lines), limit=limit, pointer_text=pointer)
+    ack = "\n".join(_acknowledge(doc))
+    body = fit_body("\n".join(lines), limit=limit - len(ack) - 1, pointer_text=pointer)
+    return body + ("\n" + ack if ack else "")
 
 
 _ERROR_PREFIX = "spyre-bench: error: "
