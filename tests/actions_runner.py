@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -352,9 +353,11 @@ class Runner:
                     "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1", **self.env,
                     **{k: _text(v) for k, v in env.items()}}
+        started = time.monotonic()
         proc = subprocess.run(["bash", *flags, str(script)], cwd=workspace, env=full_env,
                               capture_output=True, text=True)
-        self.log.append(f"--- {name}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
+        self.log.append(f"--- {name}: exit {proc.returncode} in {time.monotonic() - started:.1f} s"
+                        f"\n{proc.stdout}{proc.stderr}")
         for line in output.read_text().splitlines():
             key, sep, value = line.partition("=")
             if sep:

@@ -95,6 +95,11 @@ def test_the_reviews_pr_the_ladder_at_block_size_192(actions, spyre_repo):
     assert "at block\\_size 192" in body and "oracle\\: 4/4 probes match" in body
     assert sorted(p.name for p in artifact.iterdir()) == ["comparison.json",
                                                           "expected-changes.jsonl", "pr-number"]
+    # it ends with the lines that acknowledge these changes: those of the run's expected file
+    assert body.rstrip().endswith("```\n\n</details>")
+    listed = body.rpartition("```jsonl\n")[2].split("\n```")[0].splitlines()
+    written = (artifact / "expected-changes.jsonl").read_text().splitlines()
+    assert listed == [x for x in written if not x.startswith("#")] and len(listed) > 10
 
 
 def test_a_pr_compared_under_an_env_override(actions, spyre_repo):
