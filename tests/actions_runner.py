@@ -354,7 +354,10 @@ class Runner:
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1", **self.env,
                     **{k: _text(v) for k, v in env.items()}}
         started = time.monotonic()
-        proc = subprocess.run(["bash", *flags, str(script)], cwd=workspace, env=full_env,
+        if shell not in (None, "bash"):
+            raise NotImplementedError(f"{name}: shell {shell!r}")
+        cwd = workspace / step.get("working-directory", ".")
+        proc = subprocess.run(["bash", *flags, str(script)], cwd=cwd, env=full_env,
                               capture_output=True, text=True)
         self.log.append(f"--- {name}: exit {proc.returncode} in {time.monotonic() - started:.1f} s"
                         f"\n{proc.stdout}{proc.stderr}")
