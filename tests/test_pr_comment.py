@@ -183,18 +183,19 @@ def test_a_head_whose_build_raises_leads_with_that_failure_once(spyre_repo):
     assert sum(x.startswith("lost: subject raised") for x in lines) == 1   # folded: one line
 
 
-def test_the_acknowledge_lines_round_trip_through_compare_expected(spyre_repo, tmp_path):
+def test_the_acknowledge_lines_round_trip_through_compare_expected(spyre_repo, tmp_path, capsys):
     """The lines the comment ends with, added to the expected-changes file, make the next
-    compare pass on exactly these changes; the command it gives instead writes the same lines."""
+    compare pass on exactly these changes; the command it gives instead writes the same lines.
+    (spyre-bench's own main() in this process: the figures of these commits are memoised.)"""
+    from harness.cli import main
     from harness.report import markdown
-    tier = ["--tier", "tiny"]
+    sides = ["--base", spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
+             "--tier", "tiny"]
     out = tmp_path / "comparison.json"
-    first = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
-                            spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
-                            *tier, "--json", str(out)], capture_output=True, text=True)
-    assert first.returncode == 1, first.stderr
-    body = subprocess.run([sys.executable, "-m", "harness", "comment", "--comparison-json",
-                           str(out)], capture_output=True, text=True).stdout
+    assert main(["compare", *sides, "--json", str(out)]) == 1
+    capsys.readouterr()
+    assert main(["comment", "--comparison-json", str(out)]) == 0
+    body = capsys.readouterr().out
     doc = json.loads(out.read_text())
     n = len(doc["exact_changed"]) + len(doc["ladders"])
     head, _, block = body.rpartition("```jsonl\n")
@@ -203,13 +204,9 @@ def test_the_acknowledge_lines_round_trip_through_compare_expected(spyre_repo, t
     assert len(lines) == n and body.rstrip().endswith("</details>")
     expected = tmp_path / "spyre-bench-expected-changes.jsonl"
     expected.write_text("\n".join(lines) + "\n")
-    again = subprocess.run([sys.executable, "-m", "harness", "compare", "--base",
-                            spyre_repo.spec("pre-810"), "--head", spyre_repo.spec("810-topup"),
-                            *tier, "--expected", str(expected), "--json", "-"],
-                           capture_output=True, text=True)
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["expected"] == {"file": str(expected), "acknowledged": n,
-                                                    "unacknowledged": 0, "stale": 0}
+    assert main(["compare", *sides, "--expected", str(expected), "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["expected"] == {
+        "file": str(expected), "acknowledged": n, "unacknowledged": 0, "stale": 0}
     # too many to list: the command, run as given, writes exactly those lines
     listed, markdown.ACK_LISTED = markdown.ACK_LISTED, 0
     try:
@@ -220,9 +217,8 @@ def test_the_acknowledge_lines_round_trip_through_compare_expected(spyre_repo, t
     argv = command.replace("<spyre-inference>", str(spyre_repo.path)).split()[1:]
     written = tmp_path / "written.jsonl"
     argv[argv.index("--write-expected") + 1] = str(written)
-    proc = subprocess.run([sys.executable, "-m", "harness", *argv, "--json", "-"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stderr
+    assert main([*argv, "--json", "-"]) == 1
+    capsys.readouterr()
     assert [x for x in written.read_text().splitlines() if not x.startswith("#")] == lines
 
 
