@@ -16,7 +16,7 @@ from harness.matrix import Case
 from harness.model import summarize
 from harness.subjects.base import Bucketing, Subject
 from harness.subjects.timeout import SubjectTimeout
-from harness.workloads import WorkloadSpec
+from harness.workloads import WorkloadSpec, buildable
 
 
 def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | HarnessError:
@@ -26,6 +26,15 @@ def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | HarnessErro
         raise  # a hung subject stops the command: it is not one config's skip
     except HarnessError as exc:
         return exc
+
+
+def prefetch(subjects: list[Subject], cases: list[Case], specs: list[WorkloadSpec]) -> None:
+    """Drive each subject's configs over the cores first (its memo then answers the serial pass
+    with the same figures); workloads that do not build are skipped here and said later."""
+    ahead = [(c.config, c.overrides, built) for c in cases
+             if (built := buildable(specs, c.config))]
+    for subject in subjects:
+        subject.prefetch_workloads(ahead)
 
 
 def unmeasured(exc: HarnessError) -> dict:

@@ -17,11 +17,11 @@ from harness.analyze.comparison import (
     add_timings,
     number_or_none,
 )
-from harness.evaluate import config_figures, workload_figures
+from harness.evaluate import config_figures, prefetch, workload_figures
 from harness.matrix import CASE_FIELDS, Case, case_label
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.subjects.base import Subject
-from harness.workloads import WorkloadSpec, buildable
+from harness.workloads import WorkloadSpec
 
 if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
     from harness.measure.interleaved import KernelRun
@@ -73,10 +73,7 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
     """Exact comparison of two subjects computed now (no stored results needed)."""
     comparison = Comparison(Side(base.spec, _commit(base)), Side(head.spec, _commit(head)),
                             **kwargs)
-    ahead = [(c.config, c.overrides, built) for c in cases
-             if (built := buildable(workloads, c.config))]
-    for subject in (base, head):
-        subject.prefetch_workloads(ahead)   # over the cores; the loop below reads the memo
+    prefetch([base, head], cases, workloads)   # over the cores; the loop below reads the memo
     for case in cases:
         key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
         comparison.configs.append(key)

@@ -8,11 +8,10 @@ import sys
 from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
 from harness.errors import SubjectFailed, row_outcome
-from harness.evaluate import workload_figures
+from harness.evaluate import prefetch, workload_figures
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
 from harness.report.tables import cell, console, print_json, table
-from harness.workloads import buildable
 
 NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per sequence); the "
         "batched formulas are spyre-inference's")
@@ -45,10 +44,7 @@ def run(args) -> int:
     cases = options.cases(args)
     specs = options.workloads(args)
     rows = []
-    ahead = [(c.config, c.overrides, built) for c in cases
-             if (built := buildable(specs, c.config))]
-    for s in subjects:
-        s.prefetch_workloads(ahead)   # over the cores, as compare does; the loop reads the memo
+    prefetch(subjects, cases, specs)   # over the cores, as compare does; the loop reads the memo
     with Progress(len(cases) * len(subjects), "cost", quiet_s=2.0) as advance:
         for case in cases:
             per_subject = {}

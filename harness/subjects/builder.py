@@ -489,6 +489,11 @@ def setup_step(config: EngineConfig) -> tuple:
     return tuple([Seq(length, 1)] * decodes + [Seq(min(2, config.max_model_len), 2)])
 
 
+def step_pages(step, block_size: int) -> int:
+    """K/V pages a step's sequences use, with vLLM's null page 0."""
+    return 1 + sum(ceil_div(s.seq_len, block_size) for s in step)
+
+
 def step_seed(step) -> int:
     """A page-layout seed that depends only on the step's (seq_len, query_len) pairs."""
     return zlib.crc32(repr([(s.seq_len, s.query_len) for s in step]).encode())
@@ -665,16 +670,16 @@ class BuilderSession:
                    _seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
                    max_query_len=max(query_lens), max_seq_len=max(seq_lens),
                    block_table_tensor=table, slot_mapping=slot_mapping, causal=True,
-                   is_prefilling=torch.tensor([q > 1 for q in query_lens])), total + 1
+                   is_prefilling=torch.tensor([q > 1 for q in query_lens]))
 
     def build(self, step, seed: int = 0):
         """The step's metadata through the subject's ``build()``; the transfer log starts here,
         so copies ``build()`` makes (a slot mapping published to the device) are the step's."""
-        cm, pages = self.common_metadata(step, seed)
+        cm = self.common_metadata(step, seed)
         self.transfers.log.clear()
         self.transfers.name_fields(cm)
         try:
-            return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm, pages
+            return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm
         except Exception as exc:
             raise self.raised(f"{BUILDER_CLASS}.build() on {_step_text(step)}", exc) from None
 
@@ -719,16 +724,18 @@ class BuilderSession:
         c = self.config
         return 1 + max(1, c.max_num_seqs) * ceil_div(c.max_model_len, c.block_size)
 
-    def kv_cache(self, device, pages: int | None = None, placeholder: bool = False):
-        """The session's one K/V cache, allocated on first use, as vLLM allocates it once per
-        engine: the impl may keep views of the first cache it is handed, so every step of a
-        session gets the same one. ``pages`` sizes it (default :meth:`max_pages`); a
-        placeholder cache (recorded steps) is read-only zeros that take no memory."""
+    def kv_cache(self, device, pages: int, placeholder: bool = False):
+        """The session's one K/V cache, allocated on first use and bound to its layer before
+        the first step, as vLLM allocates it once per engine: the impl may keep views of the
+        first cache it is handed, so every step of a session gets the same one. A live cache
+        holds ``pages``; a placeholder cache (recorded steps) is read-only zeros that take no
+        memory, so it holds every page of the config. A step needing more pages than the cache
+        has is NotDrivable."""
         import torch
 
         if self._kv_cache is None:
             dtype = getattr(torch, self.config.dtype)
-            shape = self.kv_cache_shape(pages or self.max_pages())
+            shape = self.kv_cache_shape(max(pages, self.max_pages()) if placeholder else pages)
             if placeholder:
                 cache = torch.zeros((), dtype=dtype).expand(*shape)
                 self._kv_cache = (cache, cache)
@@ -736,28 +743,24 @@ class BuilderSession:
                 self._kv_cache = (torch.zeros(shape, dtype=dtype, device=device),
                                   torch.zeros(shape, dtype=dtype, device=device))
             self.layer.kv_cache = self._kv_cache   # vLLM's bind_kv_cache
+        have = int(self._kv_cache[0].shape[0])
+        if pages > have:
+            raise NotDrivable(f"{self.origin}: a step needs {pages} K/V pages; the session's "
+                              f"cache (allocated once, as vLLM does) has {have}")
         return self._kv_cache
-
-    def cache_pages(self) -> int:
-        return int(self._kv_cache[0].shape[0]) if self._kv_cache else 0
 
     def reserve(self, device, steps) -> None:
         """Allocate the session's K/V cache for the largest of ``steps`` (live measurement:
         real memory, so sized by what will run, not by the config's bound)."""
         bs = self.config.block_size
-        self.kv_cache(device, max(1 + sum(ceil_div(s.seq_len, bs) for s in step)
-                                  for step in steps))
+        self.kv_cache(device, max(step_pages(step, bs) for step in steps))
 
-    def placeholders(self, step, pages: int):
+    def placeholders(self, step, cache):
         """Zero-cost tensors for a recorded forward: nothing is computed from them."""
         import torch
 
         c = self.config
         dtype = getattr(torch, c.dtype)
-        cache = self.kv_cache(None, max(pages, self.max_pages()), placeholder=True)
-        if pages > self.cache_pages():
-            raise NotDrivable(f"{self.origin}: a step needs {pages} K/V pages, more than the "
-                              f"{self.cache_pages()} of max_num_seqs x max_model_len")
         tokens = sum(s.query_len for s in step)
         query = torch.zeros((), dtype=dtype).expand(tokens, c.num_heads, c.head_size)
         return query, cache, torch.empty(tokens, c.num_heads, c.head_size, dtype=dtype)
@@ -824,9 +827,9 @@ class BuilderSession:
         self.transfers.copy = False
         for p in self.proxies:
             p.mode = "record"
-        self.kv_cache(None, self.max_pages(), placeholder=True)
-        metadata, _, pages = self.build(step, seed)
-        query, cache, output = self.placeholders(step, pages)
+        cache = self.kv_cache(None, step_pages(step, self.config.block_size), placeholder=True)
+        metadata, _ = self.build(step, seed)
+        query, cache, output = self.placeholders(step, cache)
         calls, transfers = self.forward(metadata, query, cache, output)
         self.release()
         return calls, transfers, metadata
@@ -886,12 +889,9 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
     c = session.config
     dtype = getattr(torch, c.dtype)
     bs = c.block_size
-    pages = 1 + sum(ceil_div(s.seq_len, bs) for s in step)
-    cache = session.kv_cache(device, pages)   # bound before build(), as the engine binds it
-    if pages > session.cache_pages():
-        raise NotDrivable(f"{session.origin}: a step needs {pages} K/V pages; the session's "
-                          f"cache (allocated once, as vLLM does) has {session.cache_pages()}")
-    metadata, cm, _ = session.build(step, step_seed(step))
+    # bound before build(), as the engine binds it
+    cache = session.kv_cache(device, step_pages(step, bs))
+    metadata, cm = session.build(step, step_seed(step))
     gen = torch.Generator().manual_seed(seed)
 
     def rand(*shape):
