@@ -338,7 +338,7 @@ def test_pr_bench_packages_only_the_pr_number(tmp_path):
 def zizmor(*args):
     exe = BIN / "zizmor"
     assert exe.exists(), "install the test extras: pip install -e '.[test]'"
-    return subprocess.run([str(exe), "--offline", "--no-progress", *args, str(WORKFLOWS)],
+    return subprocess.run([str(exe), "--offline", "--no-progress", "--color", "never", *args, str(WORKFLOWS)],
                           capture_output=True, text=True, cwd=ROOT)
 
 
