@@ -24,7 +24,7 @@ import torch._dynamo
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
-from harness.measure.timing import measure
+from harness.measure.timing import TimedLayer, measure
 from harness.subjects.builder import KernelRaised, live_step, run_forward
 from harness.workloads import Workload
 
@@ -194,7 +194,7 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
     return out
 
 
-class PreparedForward:
+class PreparedForward(TimedLayer):
     """A probe's step through the subject's forward (the ASV kernel benchmarks' input), its
     output checked once; ``close()`` ends the subject's load."""
 

@@ -20,7 +20,6 @@ from harness.errors import HarnessError
 from harness.measure import probes
 from harness.measure.device import HostLoad, select
 from harness.measure.oracle import KernelMismatch
-from harness.measure.timing import calibrate
 from harness.subjects.base import Subject
 
 BENCHMARK = "kernel.Decode.time_layer"
@@ -97,14 +96,13 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", rounds: int
             checked += len(run.mismatches) > before
             continue
         checked += 1
-        number = max(calibrate(dev, p.run_layer, min_sample_s) for p in sides)
+        number = max(p.calls_per_sample(min_sample_s) for p in sides)
         samples: tuple[list[float], list[float]] = ([], [])
         with HostLoad() as load:
             for r in range(rounds):
                 order = (0, 1) if r % 2 == 0 else (1, 0)
                 for i in order:
-                    seconds, _ = dev.elapsed(sides[i].run_layer, number)
-                    samples[i].append(seconds / number)
+                    samples[i].append(sides[i].sample(number))
         run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
         try:
             for p in sides:

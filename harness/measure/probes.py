@@ -15,6 +15,7 @@ from harness.errors import HarnessError
 from harness.generations import Generation
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import check_step
+from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
 from harness.subjects.reference_kernels import attend_sequence
 from harness.workloads import parse_step
@@ -63,7 +64,7 @@ class ProbeSkipped(HarnessError):
 
 
 @dataclass
-class Prepared:
+class Prepared(TimedLayer):
     """A probe's calls for one subject, already checked against the oracle once."""
 
     probe: Probe

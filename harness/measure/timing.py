@@ -134,6 +134,19 @@ def calibrate(device: Device, fn: Callable[[], object], min_sample_s: float) -> 
     return max(1, math.ceil(min_sample_s / seconds))
 
 
+class TimedLayer:
+    """What an interleaved timer asks of a prepared probe (``device`` and ``run_layer`` given by
+    the class); a probe prepared in a subject worker answers the same over its pipe."""
+
+    def calls_per_sample(self, min_sample_s: float) -> int:
+        return calibrate(self.device, self.run_layer, min_sample_s)
+
+    def sample(self, number: int) -> float:
+        """Seconds per call, over ``number`` back-to-back calls."""
+        seconds, _ = self.device.elapsed(self.run_layer, number)
+        return seconds / number
+
+
 def measure(device: Device, fn: Callable[[], object], *, repeat: int = 20, warmup: int = 3,
             number: int | None = None, min_sample_s: float = 2e-3,
             check: Callable[[object], None] | None = None) -> Samples:
