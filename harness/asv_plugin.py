@@ -14,12 +14,19 @@ configured ``repo`` is (``SPYRE_BENCH_ASV_REPO``, inherited by the benchmark pro
 A timing of one sample (``asv run --quick``, ``spyre-bench run --smoke``) is stored without a
 spread: ASV would store its quartiles and interval as the value itself, a spread of ±0 that
 nothing measured.
+
+``asv publish`` writes a page that loads its libraries from CDNs: after it, they are copied from
+the machine's packages into the site and the page pointed at them
+(``harness.runner.asv_assets``), so the page renders with the network off.
 """
 
 import functools
 import os
+from pathlib import Path
 
 from asv import util
+from asv.commands.publish import Publish
+from asv.console import log
 from asv.environment import ExistingEnvironment, get_env_name
 from asv.results import Results
 
@@ -66,6 +73,24 @@ def _no_spread_of_one_sample(add_result):
 
 if not getattr(Results.add_result, "spyre_bench", False):
     Results.add_result = _no_spread_of_one_sample(Results.add_result)
+
+
+def _offline_page(run):
+    @functools.wraps(run)
+    def wrapped(cls, conf, *args, **kwargs):
+        out = run.__func__(cls, conf, *args, **kwargs)
+        from harness.runner.asv_assets import localize
+        missing = localize(Path(conf.html_dir))
+        if missing:
+            log.warning("the published page still loads from the network what these packages "
+                        f"would serve locally: {', '.join(missing)}")
+        return out
+    wrapped.spyre_bench = True
+    return classmethod(wrapped)
+
+
+if not getattr(Publish.run, "spyre_bench", False):
+    Publish.run = _offline_page(Publish.run)
 
 
 class StableExistingEnvironment(ExistingEnvironment):

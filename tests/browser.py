@@ -66,3 +66,79 @@ def open_page(path: Path, screenshot: str | Path) -> PageCheck:
         finally:
             browser.close()
     return check
+
+
+#: Every host name resolves nowhere: a request for anything but the loopback server cannot leave.
+OFFLINE = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+
+
+@dataclass
+class SiteCheck:
+    console_errors: list[str]
+    outside: list[str]          # requests for anything but the loopback server (all refused)
+    plots: int                  # Flot canvases drawn on the benchmark's graph page
+    grid: int                   # benchmarks on the summary grid
+    list_rows: int              # rows of the benchmark list
+    vendor: list[str]           # local library files the page loaded
+    screenshot: Path
+
+
+def open_asv_site(site: Path, benchmark: str, screenshot: str | Path) -> SiteCheck:
+    """Serve ``asv publish``'s folder on the loopback (ASV's page reads its JSON with XHR, which a
+    file:// page may not) and open its grid, list and one benchmark's graph with the network
+    closed: host names resolve nowhere and any request off the loopback is refused and recorded."""
+    import functools
+    import http.server
+    import threading
+    exe = chromium()
+    from playwright.sync_api import sync_playwright
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/"
+    screenshot = Path(screenshot)
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    outside: list[str] = []
+    loaded: list[str] = []
+
+    def guard(route):
+        url = route.request.url
+        if url.startswith(base):
+            if "/vendor/" in url:
+                loaded.append(url[len(base):])
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=FLAGS + OFFLINE,
+                                        timeout=STATE_TIMEOUT_MS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.set_default_timeout(STATE_TIMEOUT_MS)
+                page.route("**/*", guard)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(base + "index.html", wait_until="load")
+                page.wait_for_selector(".benchmark-container")
+                grid = page.locator(".benchmark-container").count()
+                page.goto(base + "index.html#/summarylist", wait_until="load")
+                page.wait_for_selector("table tbody tr")
+                rows = page.locator("table tbody tr").count()
+                page.goto(base + "index.html#" + benchmark, wait_until="load")
+                page.wait_for_selector("#main-graph canvas.flot-base")
+                plots = page.locator("#main-graph canvas.flot-base").count()
+                page.screenshot(path=str(screenshot), full_page=True, timeout=STATE_TIMEOUT_MS)
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return SiteCheck(errors, outside, plots, grid, rows, sorted(set(loaded)), screenshot)

@@ -161,6 +161,23 @@ def test_asv_compare_and_publish_work_over_the_history(plain):
     assert (home / "html" / "index.html").exists()
 
 
+def test_published_page_renders_with_the_network_off(plain):
+    """asv publish's page, served on the loopback with every other host unreachable: the grid,
+    the list and a benchmark's graph render from the libraries copied into the site."""
+    repo, conf, home = plain
+    asv("publish", conf=conf, home=home)
+    page_html = (home / "html" / "index.html").read_text()
+    assert "https://" not in page_html.split("</head>")[0]   # no library from a CDN
+    from tests.browser import open_asv_site
+    site = open_asv_site(home / "html", "exact.Config.track_batched_num_blocks_distinct",
+                         os.path.join(os.environ.get("SPYRE_BENCH_ARTIFACTS", "test-artifacts"),
+                                      "asv-offline.png"))
+    assert site.outside == [] and site.console_errors == []
+    assert site.plots >= 1 and site.grid >= 2 and site.list_rows >= 2
+    assert "jquery/jquery.min.js" in " ".join(site.vendor)
+    assert site.screenshot.stat().st_size > 10_000
+
+
 def test_plain_asv_and_spyre_bench_run_store_the_same_values(plain, tmp_path):
     repo, conf, home = plain
     mine = tmp_path / "results"
