@@ -26,7 +26,8 @@ class Identity:
     device: str = ""
     tier: str = ""
     python: str = ""
-    #: {"benchmark": ..., "reason": ...} per skipped benchmark (ASV stores a skip as NaN only).
+    #: {"benchmark": ..., "reason": ...} per skipped benchmark (ASV stores a skip as NaN only);
+    #: on disk each distinct reason once (harness.store.skip_table).
     skipped: list = field(default_factory=list)
     interrupted: bool = True
     written_at: float = field(default_factory=time.time)
@@ -51,14 +52,16 @@ class Identity:
         side = sidecar(results_file)
         side.parent.mkdir(parents=True, exist_ok=True)
         tmp = side.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=1))
+        from harness.store import skip_table
+        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)), indent=1))
         tmp.replace(side)      # never half-written
         return side
 
     @classmethod
     def from_dict(cls, data: dict) -> Identity:
+        from harness.store import skip_table
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in skip_table.unpack(data).items() if k in known}
         if isinstance(values.get("ladders"), dict):
             values["ladders"] = _positional_ladders(values["ladders"])
         return cls(**values)
