@@ -1,10 +1,33 @@
-"""Errors a user can fix. The CLI prints them on one line and exits with status 2."""
+"""Errors a user can fix, and the exit statuses every command shares (the README's table).
+
+The CLI prints an error on one line and exits with its ``exit_status`` (2 unless it says
+otherwise).
+"""
 
 import contextlib
+
+#: What was asked was measured (and the gate, if any, passed).
+EXIT_OK = 0
+#: A regression, a wrong result, or a subject's own failure.
+EXIT_FLAGGED = 1
+#: Bad input, or nothing could be measured.
+EXIT_INPUT = 2
+#: Interrupted (SIGINT, SIGTERM, SIGHUP); what was measured before is kept.
+EXIT_INTERRUPTED = 3
 
 
 class HarnessError(Exception):
     """Base for every error caused by input (flags, files, subjects), not by a harness bug."""
+
+    exit_status = EXIT_INPUT
+
+
+class Interrupted(KeyboardInterrupt):
+    """An interrupt with what was measured before it (``run``: targets complete, where kept),
+    for the CLI's last line. A KeyboardInterrupt, so every ``except KeyboardInterrupt`` still
+    cleans up on the way out."""
+
+    exit_status = EXIT_INTERRUPTED
 
 
 class ConfigError(HarnessError, ValueError):
@@ -31,7 +54,7 @@ class SubjectRaised(HarnessError):
 class SubjectFailed(HarnessError):
     """Some rows are a subject's failure: after the table, one line and exit status 1."""
 
-    exit_status = 1
+    exit_status = EXIT_FLAGGED
 
     def __init__(self, reasons: list[str]):
         super().__init__(f"subject failed in {len(reasons)} row(s); first: {reasons[0]}")

@@ -71,6 +71,12 @@ class Progress:
     def __exit__(self, *exc):
         self.stop.set()
         if self.bar is not None:
-            return self.bar.__exit__(*exc)
-        self.beat.join()
+            self.bar.__exit__(*exc)
+        else:
+            self.beat.join()
+        if exc[0] is KeyboardInterrupt:
+            # the command's last line says how far it got (exit status 3)
+            from harness.errors import Interrupted
+            raise Interrupted(f"{self.name}: {self.done} of {self.total} done, none shown "
+                              "(nothing is stored)") from None
         return None

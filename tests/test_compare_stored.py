@@ -55,7 +55,7 @@ def test_cli_exit_codes_for_a_ci_gate(tmp_path):
         return subprocess.run([sys.executable, "-m", "harness", "compare", A[:8], B[:8],
                                "--results-dir", str(tmp_path), *args],
                               capture_output=True, text=True).returncode
-    assert code() == 3                                      # not comparable
+    assert code() == 2                                      # not comparable
     assert code("--fail-on", "exact") == 1                  # the exact change
     assert code("--fail-on", "") == 0
     assert code("--fail-on", "speed") == 2                  # bad flag

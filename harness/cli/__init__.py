@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
+from harness.interrupts import as_keyboard_interrupt
 
 COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
             "changes", "bisect", "report", "comment")
@@ -35,17 +36,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except HarnessError as exc:
-        print(f"spyre-bench: error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_status", 2)
-    except KeyboardInterrupt:
-        print("spyre-bench: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    """Run a command; its exit status follows the one contract in harness.errors (README)."""
+    with as_keyboard_interrupt():
+        try:
+            args = parser().parse_args(argv)
+            return args.run(args)
+        except HarnessError as exc:
+            print(f"spyre-bench: error: {exc}", file=sys.stderr)
+            return exc.exit_status
+        except KeyboardInterrupt as exc:
+            # the last line: what was measured before the interrupt, where a command said so
+            said = f": {exc}" if str(exc) else ""
+            print(f"spyre-bench: interrupted{said}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:
+            return EXIT_OK
 
 
 if __name__ == "__main__":

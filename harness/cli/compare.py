@@ -37,10 +37,11 @@ exit codes (for a CI gate):
   0  nothing flagged by --fail-on
   1  a flagged finding: wrong kernel, lost figures, an (unacknowledged) exact or ladder change in
      either direction, or a timing regression
-  2  bad input (unknown commit, unreadable results, bad flags), or nothing compared at all (every
-     figure skipped on one side or both: a subject that does not load is never a pass)
-  3  the sides are not comparable (different machine, device or environment) and 'incomparable'
-     is in --fail-on
+  2  bad input (unknown commit, unreadable results, bad flags), nothing compared at all (every
+     figure skipped on one side or both: a subject that does not load is never a pass), or sides
+     that are not comparable (different machine, device or environment) with 'incomparable' in
+     --fail-on
+  3  interrupted
 
 examples:
   spyre-bench compare 1a2b3c4 5d6e7f8 --results-dir results
@@ -181,10 +182,12 @@ def run(args) -> int:
                   f"{len(doc['exact_changed']) + len(doc['ladders'])} changes", file=sys.stderr)
     if str(args.json) != "-" and args.write_expected != "-":
         render_terminal(comparison, console(), full=args.full, doc=doc)
+    code = exit_code(doc, fail_on)
     empty = nothing_compared(doc)
-    if empty:
-        print(f"spyre-bench: error: {empty}", file=sys.stderr)
-    return exit_code(doc, fail_on)
+    if empty or code == 2:     # 2: nothing compared, or sides not comparable; one line says why
+        why = empty or f"the sides are not comparable: {'; '.join(doc['problems'])}"
+        print(f"spyre-bench: error: {why}", file=sys.stderr)
+    return code
 
 
 def _write(path: Path, text: str) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
 
 from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Interrupted
 from harness.matrix import TIERS
 from harness.report.tables import console, table
 from harness.runner.machine import default_machine_name
@@ -114,8 +115,11 @@ def run(args) -> int:
               f"{options.device}, tier {options.tier} -> {results_dir}")
     reports = []
     try:
-        with _progress(out) as progress:
-            for report in run_targets(targets, options, progress):
+        # closing: an interrupt between two targets still ends the runner (its lock, its
+        # temporary folder) before the last line is printed
+        with _progress(out) as progress, \
+                contextlib.closing(run_targets(targets, options, progress)) as measured:
+            for report in measured:
                 reports.append(report)
                 state = ("ok" if not report.failed_groups else "failures in " + "; ".join(
                     f"{g}: {report.causes.get(g, '?')}" for g in report.failed_groups))
@@ -124,9 +128,11 @@ def run(args) -> int:
                 out.print(f"  {report.target.label}: {state} in {report.seconds:.0f} s "
                           f"(log {report.log})", markup=False)
     except KeyboardInterrupt:
-        out.print(f"interrupted: {len(reports)} of {len(targets)} targets complete; their "
-                  f"results are kept in {results_dir}")
-        raise
+        # the last line (main prints it, exit status 3); the target in flight is recorded as
+        # interrupted and a rerun measures only what is missing
+        if tmp:
+            tmp.cleanup()
+        raise _interrupted(reports, targets, results_dir, args.smoke) from None
     try:
         counts = _summary(out, reports, results_dir)
         failed = [r.target.label for r in reports if r.failed_groups]
@@ -146,9 +152,19 @@ def run(args) -> int:
                f"measured; nothing flagged by --fail-on {gate}")
         out.print(f"exit status {code}: {why}", markup=False, highlight=False)
         return code
+    except KeyboardInterrupt:
+        raise _interrupted(reports, targets, results_dir, args.smoke,
+                           " (the closing comparison cut short)") from None
     finally:
         if tmp:
             tmp.cleanup()
+
+
+def _interrupted(reports, targets, results_dir: Path, smoke: bool, then: str = "") -> Interrupted:
+    """What an interrupted run says last: how many targets it finished and where they are."""
+    kept = ("nothing kept (--smoke)" if smoke else f"their results kept in {results_dir}; a "
+            "rerun measures only what is missing")
+    return Interrupted(f"{len(reports)} of {len(targets)} target(s) complete{then}, {kept}")
 
 
 def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
@@ -243,8 +259,11 @@ def _compare(out, results_dir: Path, base, head, options, fail_on: set[str]) -> 
     doc = as_document(comparison)
     render_terminal(comparison, out, doc=doc)
     print(file=sys.stdout)
-    flagged = {1: _flag_text(doc, fail_on), 3: "sides that are not comparable"}
-    return flagged.get(exit_code(doc, fail_on), "")
+    code = exit_code(doc, fail_on)
+    if code == 1:
+        return _flag_text(doc, fail_on)
+    # 2 is nothing compared (not flagged: the run's own figures say so) or sides not comparable
+    return "sides that are not comparable" if code == 2 and doc["problems"] else ""
 
 
 def _time_interleaved(out, comparison, base, head, options) -> None:

@@ -129,8 +129,9 @@ def nothing_compared(doc: dict) -> str | None:
 
 
 def exit_code(doc: dict, fail_on: set[str]) -> int:
-    """0 nothing to flag; 1 a flagged finding (see --fail-on); 2 nothing compared at all;
-    3 sides not comparable.
+    """0 nothing to flag; 1 a flagged finding (see --fail-on); 2 nothing compared at all, or
+    sides that are not comparable (their input: the exit-status contract of harness.errors,
+    where 3 is an interrupt).
 
     ``doc`` is the comparison document; with an expected-changes file only unacknowledged exact
     changes count (harness.analyze.expected).
@@ -143,7 +144,7 @@ def exit_code(doc: dict, fail_on: set[str]) -> int:
     if nothing_compared(doc):
         return 2
     if doc["problems"] and "incomparable" in fail_on:
-        return 3
+        return 2
     if "exact" in fail_on and unacknowledged(doc):
         return 1
     if "regression" in fail_on and any(t["verdict"]["kind"] == "regression"

@@ -9,7 +9,6 @@ were skipped.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from harness import __version__, suite
 from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
+from harness.runner.sessions import end_session
 from harness.store.lock import results_lock
 from harness.store.names import checked_name
 from harness.subjects import gitrev
@@ -149,10 +149,9 @@ def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], Non
             return 0, NOTHING_SELECTED
         return code, (_cause(seen) if code else "")
     except BaseException:
-        # stop ASV and its benchmark processes; what earlier groups saved stays saved
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        proc.wait()
+        # stop ASV and its benchmark processes (each in a group of its own, all in ASV's
+        # session); what earlier groups saved stays saved
+        end_session(proc)
         raise
 
 
@@ -216,7 +215,9 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
     resumed: list[str] = []
     with log_path.open("x") as log:
         env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
-               suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device}
+               suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device,
+               # ASV's own temporary files inside this run's folder: an interrupt removes them
+               "TMPDIR": str(config.parent)}
         resumed = [label for _, label in groups
                    if label in _groups_already_done(target, options)]
         done: list[str] = list(resumed)
