@@ -8,9 +8,12 @@ authors and dates: the same hashes on every machine, so histories line up and ``
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.store.lock import wait_lock
 from harness.subjects import gitrev
 from harness.subjects.reference import POLICIES
 
@@ -33,13 +36,43 @@ def reference_commits(repo: Path) -> dict[str, str]:
 
 
 def ensure_reference_repo(repo: Path) -> dict[str, str]:
-    """Create the repo if missing (idempotent); returns policy -> commit hash."""
+    """Create the repo if missing (idempotent); returns policy -> commit hash.
+
+    Two commands started together in a fresh checkout both find it missing: the second waits
+    on a lock beside it while the first builds it, then finds it made. It is built under a
+    temporary name and renamed into place, so a build cut short (an interrupt, a kill) leaves
+    no half-made repository that would be refused forever after."""
     commits = reference_commits(repo)
     if commits:
         return commits
-    if repo.exists() and any(repo.iterdir()):
-        raise HarnessError(f"{repo} exists and is not spyre-bench's reference repository")
-    repo.mkdir(parents=True, exist_ok=True)
+    try:
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        lock = wait_lock(repo.with_name(repo.name + ".lock"))
+    except OSError as exc:
+        raise HarnessError(f"cannot create the reference repository {repo}: "
+                           f"{exc.strerror or exc}") from None
+    with lock:
+        commits = reference_commits(repo)
+        if commits:
+            return commits      # made by the command we waited for
+        if repo.exists() and (not repo.is_dir() or any(repo.iterdir())):
+            raise HarnessError(f"{repo} exists and is not spyre-bench's reference repository")
+        for stale in repo.parent.glob(repo.name + ".tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)     # a build cut short; we hold the lock
+        building = repo.with_name(f"{repo.name}.tmp-{os.getpid()}")
+        try:
+            _build(building)
+            if repo.exists():
+                repo.rmdir()        # empty, checked above
+            building.rename(repo)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return reference_commits(repo)
+
+
+def _build(repo: Path) -> None:
+    """The reference commits, in ORDER, into a new repository at ``repo``."""
+    repo.mkdir(parents=True)
     gitrev.output(repo, "init", "-q", "-b", BRANCH)
     for day, policy in enumerate(ORDER, start=1):
         spec = f"reference:{policy}"
@@ -51,4 +84,3 @@ def ensure_reference_repo(repo: Path) -> dict[str, str]:
         gitrev.output(repo, "-c", "user.name=spyre-bench", "-c", "user.email=spyre-bench@localhost",
                       "-c", "commit.gpgsign=false", "commit", "-q", "-m", spec,
                       env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp})
-    return reference_commits(repo)

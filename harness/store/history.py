@@ -13,6 +13,7 @@ import ast
 import itertools
 import json
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,16 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.store.identity import IDENTITY_SUFFIX  # noqa: F401  (re-exported)
-
-RESULTS_VERSION = 2
+from harness.store.identity import (
+    IDENTITY_SUFFIX,  # noqa: F401  (re-exported)
+    identity_problem,
+)
+from harness.store.jsonfile import StoredFileError, read_json
+from harness.store.results_format import (  # noqa: F401  (RESULTS_VERSION re-exported)
+    RESULTS_VERSION,
+    benchmarks_problem,
+    results_problem,
+)
 
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
            "params", "status", "value", "samples", "q_25", "q_75", "ci_99_a", "ci_99_b",
@@ -46,9 +54,8 @@ def _warn(path: Path, why: str) -> None:
 
 
 def _load_json(path: Path):
-    # ASV writes the non-standard tokens NaN and Infinity, which json accepts by default.
-    with path.open() as f:
-        return json.load(f)
+    # a regular file of JSON only: a FIFO named like a results file must not hang the reader
+    return read_json(path)
 
 
 def _benchmarks(results_dir: Path) -> dict[str, _Benchmark]:
@@ -57,10 +64,13 @@ def _benchmarks(results_dir: Path) -> dict[str, _Benchmark]:
         return {}
     try:
         data = _load_json(path)
+        problem = benchmarks_problem(data)
+        if problem:
+            raise StoredFileError(problem)
         return {name: _Benchmark(b.get("type", ""), b.get("unit", ""),
                                  tuple(b.get("param_names", ())))
                 for name, b in data.items() if name != "version" and isinstance(b, dict)}
-    except (OSError, ValueError, AttributeError) as exc:
+    except (OSError, ValueError) as exc:
         _warn(path, f"unreadable benchmarks.json ({exc})")
         return {}
 
@@ -84,11 +94,9 @@ def _at(values, i):
 
 def _rows_of_file(path: Path, machine: str, benchmarks: dict[str, _Benchmark]) -> list[dict]:
     data = _load_json(path)
-    if not isinstance(data, dict) or "results" not in data or "commit_hash" not in data:
-        raise ValueError("not an ASV results file (no commit_hash/results)")
-    if data.get("version") != RESULTS_VERSION:
-        raise ValueError(f"results format version {data.get('version')!r}, expected "
-                         f"{RESULTS_VERSION}")
+    problem = results_problem(data)
+    if problem:
+        raise StoredFileError(problem)
     columns = data.get("result_columns") or []
     identity = _identity(path)
     base = {"machine": machine, "env_name": data.get("env_name"), "commit": data["commit_hash"],
@@ -129,8 +137,9 @@ def load_identity(results_file: str | Path) -> dict:
         return {}
     try:
         data = _load_json(side)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+        problem = identity_problem(data)
+        if problem:
+            raise StoredFileError(problem)
         return data
     except (OSError, ValueError) as exc:
         _warn(side, f"unreadable identity sidecar ({exc})")
@@ -156,22 +165,29 @@ def load_history(results_dir: str | Path) -> pd.DataFrame:
     its own (``param:<name>``) so frames filter and pivot directly.
     """
     results_dir = Path(results_dir)
-    if not results_dir.is_dir():
-        raise HarnessError(f"results directory {results_dir} does not exist")
     shared = _benchmarks(results_dir)
     rows: list[dict] = []
-    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-        machine = _machine_name(machine_dir)
+    for machine_dir in _machine_dirs(results_dir):
+        try:
+            names = _json_names(machine_dir)
+        except OSError as exc:
+            _warn(machine_dir, f"unreadable machine folder ({exc.strerror or exc})")
+            continue
+        machine = _machine_name(machine_dir, names)
         if machine is None:
             continue
         # each machine keeps the benchmarks.json of its own last run (see results/README.md)
         benchmarks = {**shared, **_benchmarks(machine_dir)}
-        for path in sorted(machine_dir.glob("*.json")):
-            if path.name in ("machine.json", "benchmarks.json"):
+        for name in names:
+            if name in ("machine.json", "benchmarks.json"):
                 continue
+            path = machine_dir / name
             try:
                 rows.extend(_rows_of_file(path, machine, benchmarks))
-            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            except StoredFileError as exc:
+                _warn(path, f"unreadable results file ({exc})")
+            except (OSError, ValueError, TypeError, KeyError, AttributeError,
+                    OverflowError) as exc:
                 _warn(path, f"unreadable results file ({type(exc).__name__}: {exc})")
     frame = pd.DataFrame(rows, columns=COLUMNS)
     names = sorted({n for p in frame["params"] for n in p})
@@ -191,15 +207,36 @@ def load_history_quietly(results_dir: str | Path, report=None) -> pd.DataFrame:
     return frame
 
 
-def _machine_name(machine_dir: Path) -> str | None:
+def _machine_dirs(results_dir: Path) -> list[Path]:
+    """The machine folders of ``results_dir``; a folder that is missing, not a folder or cannot
+    be listed is the command's input: one error line."""
+    try:
+        return sorted(Path(e.path) for e in os.scandir(results_dir) if e.is_dir())
+    except FileNotFoundError:
+        raise HarnessError(f"results directory {results_dir} does not exist") from None
+    except NotADirectoryError:
+        raise HarnessError(f"results directory {results_dir} is not a folder") from None
+    except OSError as exc:
+        raise HarnessError(f"cannot read results directory {results_dir}: "
+                           f"{exc.strerror or exc}") from None
+
+
+def _json_names(machine_dir: Path) -> list[str]:
+    """The ``*.json`` names in a machine folder, sorted (OSError when it cannot be listed:
+    a glob would say nothing and skip it silently)."""
+    return sorted(e.name for e in os.scandir(machine_dir) if e.name.endswith(".json"))
+
+
+def _machine_name(machine_dir: Path, names: list[str]) -> str | None:
     path = machine_dir / "machine.json"
     try:
-        name = _load_json(path).get("machine")
+        data = _load_json(path)
+        name = data.get("machine") if isinstance(data, dict) else None
         if not isinstance(name, str):
             raise ValueError("no machine name")
         return name
-    except (OSError, ValueError, AttributeError) as exc:
-        if any(machine_dir.glob("*.json")):
+    except (OSError, ValueError) as exc:
+        if names:
             _warn(path, f"machine folder without a readable machine.json ({exc})")
         return None
 

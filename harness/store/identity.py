@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.store.jsonfile import read_json
+
 IDENTITY_SUFFIX = ".identity"
 
 
@@ -90,12 +92,39 @@ def sidecar(results_file: str | Path) -> Path:
     return Path(results_file).with_suffix(IDENTITY_SUFFIX)
 
 
+#: Fields a reader uses, and the types a sidecar must hold them as (None allowed for each).
+_TYPES = {"subject": str, "commit": str, "label": str, "harness_version": str,
+          "harness_commit": str, "device": str, "tier": str, "python": str, "skipped": list,
+          "interrupted": bool, "bench": str, "groups_done": list, "ladders": (list, dict)}
+
+
+def identity_problem(data) -> str | None:
+    """Why ``data`` (a parsed sidecar) cannot be trusted, or None: a value of the wrong type
+    would otherwise break a reader far from the file."""
+    if not isinstance(data, dict):
+        return f"{type(data).__name__}, not an object"
+    for key, kind in _TYPES.items():
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            return f"{key} is {type(data[key]).__name__}"
+    for key in ("skipped", "ladders"):
+        entries = data.get(key)
+        if isinstance(entries, list) and not all(isinstance(e, dict) for e in entries):
+            return f"{key} holds something other than objects"
+    ladders = data.get("ladders")
+    if isinstance(ladders, list) and not all(
+            isinstance(e.get("config", {}), dict) and isinstance(e.get("ladders", {}), dict)
+            for e in ladders):
+        return "ladders entries are not config/ladders objects"
+    return None
+
+
 def read(results_file: str | Path) -> Identity | None:
-    """The identity beside a results file, or None when absent or unreadable."""
+    """The identity beside a results file, or None when absent or unreadable (a malformed one
+    is reported by the history reader, :func:`harness.store.history.load_identity`)."""
     side = sidecar(results_file)
     try:
-        data = json.loads(side.read_text())
-        if not isinstance(data, dict) or "subject" not in data or "commit" not in data:
+        data = read_json(side)
+        if identity_problem(data) or "subject" not in data or "commit" not in data:
             return None
         return Identity.from_dict(data)
     except (OSError, ValueError, TypeError):

@@ -37,15 +37,48 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
+def _open_lock(results_dir: Path, path: Path) -> int:
+    """The lock file's descriptor; a results folder that cannot be made or written (a file in
+    its place, no permission, a read-only disk) is the user's input: one line, exit 2."""
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise HarnessError(f"cannot write results into {results_dir}: "
+                           f"{_why(exc, results_dir)}") from None
+    if not os.access(results_dir, os.W_OK | os.X_OK):
+        os.close(fd)
+        raise HarnessError(f"cannot write results into {results_dir}: permission denied")
+    return fd
+
+
+def _why(exc: OSError, results_dir: Path) -> str:
+    if isinstance(exc, FileExistsError) or (isinstance(exc, NotADirectoryError)
+                                            and results_dir.exists()):
+        return "a file is in the way of that folder"
+    return exc.strerror or str(exc)
+
+
+@contextlib.contextmanager
+def wait_lock(path: Path) -> Iterator[None]:
+    """Hold ``path``'s flock for the block, waiting for another holder to finish (for work that
+    takes seconds, such as creating a shared folder, where refusing would fail a command)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def results_lock(results_dir: Path, command: str | None = None) -> Iterator[Path]:
     """Hold the folder's lock for the block, or refuse at once naming the holder."""
-    results_dir.mkdir(parents=True, exist_ok=True)
     path = (results_dir / LOCK_NAME).resolve()
     if path in _HELD:
         yield path
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(results_dir, path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
