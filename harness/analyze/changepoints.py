@@ -83,12 +83,19 @@ class Regression:
         return [p for p in self.points if p.direction == "worse"]
 
     @property
+    def is_regression(self) -> bool:
+        """Counted by its worse entries only: a change whose every figure improved (#810's clamp
+        dropping the entries above the limit: fewer buckets, less padding) is no regression."""
+        return bool(self.worse)
+
+    @property
     def kind(self) -> str:
         return "timing" if all(not p.exact for p in self.points) else "exact"
 
     def as_dict(self) -> dict:
         return {"key": self.key, "last_good": self.last_good, "first_bad": self.first_bad,
                 "candidates": self.candidates, "kind": self.kind,
+                "regression": self.is_regression,
                 "points": [asdict(p) | {"direction": p.direction} for p in self.points]}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.cli.common import HISTORY_DIR
 from harness.errors import HarnessError, writing
+from harness.outputs import output_file, write_text
 
 
 def register(sub) -> None:
@@ -18,8 +19,10 @@ def register(sub) -> None:
                     "commits, and timing steps found by ASV's step detection past the threshold "
                     "asv.conf.json's regressions_thresholds gives the benchmark. Change points "
                     "over the same commit range form one regression, named by its first bad "
-                    "commit and the range it could be in.",
-        epilog="exit codes: 0 no change point, 1 change points found, 2 bad input or nothing "
+                    "commit and the range it could be in. A range counts as a regression by its worse "
+                    "figures only: one whose every figure improved is listed as an "
+                    "improvement (no issue, no exit 1); --json lists the regressions.",
+        epilog="exit codes: 0 no regression, 1 regressions found, 2 bad input or nothing "
                "measured (no results on the branch, or every figure skipped)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
@@ -30,12 +33,14 @@ def register(sub) -> None:
     p.add_argument("--branch", help="branch of --repo whose history orders the commits "
                    "(default: the branch checked out there)")
     p.add_argument("--machine", help="only this machine's series")
-    p.add_argument("--json", type=Path, metavar="FILE", help="machine-readable list ('-': stdout)")
+    p.add_argument("--json", type=output_file, metavar="FILE",
+                   help="machine-readable list ('-': stdout)")
     p.add_argument("--issues-dir", type=Path, metavar="DIR",
                    help="write one markdown issue body per regression (<key>.md)")
     p.add_argument("--repo-url", help="commit links in the markdown, e.g. "
                    "https://github.com/torch-spyre/spyre-inference")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:
@@ -43,29 +48,32 @@ def run(args) -> int:
     from harness.cli.common import warn
     from harness.report.issues import issue_markdown
     from harness.report.tables import console, table
-    frame, regressions, order = detect_regressions(args.results_dir, args.repo, args.branch,
-                                                   args.machine, warn)
+    frame, changes, order = detect_regressions(args.results_dir, args.repo, args.branch,
+                                               args.machine, warn)
     nothing = _coverage(frame, order, args, warn)
+    # a change counts by its worse entries: one whose every figure improved is listed, not counted
+    regressions = [r for r in changes if r.is_regression]
+    improvements = [r for r in changes if not r.is_regression]
     if args.json:
         text = json.dumps([r.as_dict() for r in regressions], indent=1)
         if str(args.json) == "-":
             print(text)
         else:
-            with writing(args.json):
-                args.json.write_text(text)
+            write_text(args.json, text)
     if args.issues_dir:
         with writing(args.issues_dir):
             args.issues_dir.mkdir(parents=True, exist_ok=True)
             for r in regressions:
-                (args.issues_dir / f"{r.key.replace('..', '-')}.md").write_text(
-                    issue_markdown(r, args.repo_url))
+                write_text(args.issues_dir / f"{r.key.replace('..', '-')}.md",
+                           issue_markdown(r, args.repo_url))
     if str(args.json) != "-":
         rows = [[r.first_bad[:12], r.last_good[:12], len(r.candidates), r.kind,
                  f"{len(r.worse)} worse, {len(r.points) - len(r.worse)} better",
-                 r.points[0].benchmark] for r in regressions]
-        console().print(table(f"{len(regressions)} regression(s) in {frame['commit'].nunique()} "
-                              "commits", ["first bad", "last good", "in range", "kind",
-                                          "series", "e.g."], rows))
+                 (r.worse or r.points)[0].benchmark] for r in regressions + improvements]
+        console().print(table(f"{len(regressions)} regression(s), {len(improvements)} "
+                              f"improvement(s) in {frame['commit'].nunique()} commits",
+                              ["first bad", "last good", "in range", "kind", "series", "e.g."],
+                              rows))
     if nothing:
         raise HarnessError(nothing)     # "0 regressions" over nothing measured is no pass
     return 1 if regressions else 0
