@@ -29,7 +29,8 @@ def register(sub) -> None:
     p.add_argument("--machine", default=default_machine_name())
     p.add_argument("--device", default="auto")
     p.add_argument("--tier", default="quick")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def _params(items: list[str]) -> dict:

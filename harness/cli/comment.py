@@ -88,7 +88,8 @@ def register(sub) -> None:
                       help="post only if the PR's head branch has this name")
     post.add_argument("--author", metavar="LOGIN",
                       help="account whose marked comment is ours (default: the token's account)")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def body_source(args) -> str:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from harness.cli import options
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError
+from harness.outputs import output_file
 
 EPILOG = """\
 two ways to name the sides:
@@ -85,16 +86,17 @@ def register(sub) -> None:
     judged.add_argument("--expected", type=Path, metavar="FILE",
                         help="expected-changes file (JSON lines): exact changes it acknowledges "
                              "do not fail the gate")
-    judged.add_argument("--write-expected", metavar="FILE",
+    judged.add_argument("--write-expected", metavar="FILE", type=output_file,
                         help="write the expected-changes file acknowledging exactly this "
                              "comparison's changes ('-' for standard output)")
     out = p.add_argument_group("output")
-    out.add_argument("--markdown", type=Path, metavar="FILE",
+    out.add_argument("--markdown", type=output_file, metavar="FILE",
                      help="write the PR comment body (markdown) to FILE")
-    out.add_argument("--json", type=Path, metavar="FILE", help="write every figure as JSON "
+    out.add_argument("--json", type=output_file, metavar="FILE", help="write every figure as JSON "
                      "('-' for standard output)")
     out.add_argument("--full", action="store_true", help="show every ladder change")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def _judging(args) -> dict:
@@ -191,11 +193,8 @@ def run(args) -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        raise HarnessError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Beside the resolved target, then renamed: harness.outputs' one rule for output files."""
+    from harness.outputs import write_text
+    write_text(path, text)
 
 

@@ -36,7 +36,8 @@ def register(sub) -> None:
     p.add_argument("--per-step", action="store_true",
                    help="also show every step: path, reason, buckets, iterations, bytes, keys")
     options.add_output(p)
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:

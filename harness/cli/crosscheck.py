@@ -32,7 +32,8 @@ def register(sub) -> None:
     options.add_matrix(p)
     options.add_workloads(p)
     p.add_argument("--json", action="store_true", help="print the disagreements as JSON")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def disagreements(subject, model, cases, specs) -> list[dict]:

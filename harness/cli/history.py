@@ -20,9 +20,19 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
                    help="ASV results folder (default %(default)s, where `run` writes)")
-    p.add_argument("--export", type=Path, metavar="FILE",
+    p.add_argument("--export", type=_export_file, metavar="FILE",
                    help="write the table to FILE (.parquet or .csv)")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
+
+
+def _export_file(text: str) -> Path:
+    """--export's argparse type: a regular file (or a new name) with a suffix export knows."""
+    from harness.outputs import output_file
+    if Path(text).suffix not in (".parquet", ".csv"):
+        raise argparse.ArgumentTypeError(f"cannot export to {text}: use a .parquet or .csv file "
+                                         "name")
+    return output_file(text, doing="export to")
 
 
 def run(args) -> int:
@@ -30,11 +40,9 @@ def run(args) -> int:
     out = console()
     frame = load_history_quietly(args.results_dir, warn)
     if args.export:
-        try:
-            export(frame, args.export)
-        except OSError as exc:  # a missing or unwritable folder: input, not a harness bug
-            from harness.errors import HarnessError
-            raise HarnessError(f"cannot export to {args.export}: {exc.strerror or exc}") from None
+        from harness.outputs import replacing
+        with replacing(args.export, doing="export to") as tmp:   # one line if it fails
+            export(frame, tmp)
         out.print(f"wrote {len(frame)} rows to {args.export}")
     if frame.empty:
         out.print(f"no results under {args.results_dir}")

@@ -107,7 +107,8 @@ def register(sub) -> None:
                         "(compiled graphs differ from the exact model's keys); none: never "
                         "(default %(default)s)")
     options.add_output(p)
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def _validate(args) -> None:

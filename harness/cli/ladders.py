@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--changed-only", action="store_true",
                    help="with --base/--head: show only rows that differ")
     options.add_output(p)
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:

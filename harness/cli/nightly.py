@@ -44,7 +44,8 @@ def register(sub) -> None:
     p.add_argument("--no-commit", action="store_true", help="do not git-commit results")
     p.add_argument("--push", action="store_true", help="push the results commits at the end")
     p.add_argument("--dry-run", action="store_true", help="print the plan, measure nothing")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:

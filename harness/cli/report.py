@@ -24,7 +24,8 @@ def register(sub) -> None:
                    help="output folder (default %(default)s)")
     p.add_argument("--asv", action="store_true",
                    help="also run `asv publish` into OUT/asv (needs --repo)")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:

@@ -72,7 +72,8 @@ def register(sub) -> None:
                    help="what in the closing comparison exits 1, as in `compare --fail-on` "
                         "(wrong, lost, exact, regression, incomparable; default %(default)s: the "
                         "comparison of a run is for reading, `compare` is the gate)")
-    p.set_defaults(run=run)
+    from harness.outputs import checked_stdout
+    p.set_defaults(run=checked_stdout(run))
 
 
 def run(args) -> int:
