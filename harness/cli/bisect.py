@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR
 from harness.errors import ConfigError
 from harness.runner.machine import default_machine_name
 
@@ -25,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--repo", type=Path, required=True)
     p.add_argument("--benchmark", required=True, help="e.g. kernel.Decode.time_layer")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR)
     p.add_argument("--machine", default=default_machine_name())
     p.add_argument("--device", default="auto")
     p.add_argument("--tier", default="quick")

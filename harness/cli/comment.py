@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR
 from harness.errors import HarnessError
 from harness.report.fit import DEFAULT_POINTER, fit_body
 from harness.report.marker import DEFAULT_KEY, marker, with_marker
@@ -66,8 +67,9 @@ def register(sub) -> None:
                      help="the comment's markdown, UTF-8; '-' reads standard input")
     src.add_argument("commits", nargs="*", metavar="BASE HEAD",
                      help="render the comparison of two commits' stored results instead")
-    src.add_argument("--results-dir", type=Path, default=Path("results"),
-                     help="stored results for BASE HEAD (default %(default)s)")
+    src.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+                     help="stored results for BASE HEAD (default %(default)s, where `run` "
+                          "writes)")
     src.add_argument("--machine", help="machine to compare on, when several measured both")
     src.add_argument("--artifact-url", type=_url, metavar="URL",
                      help="where the full report lives; named in the note when the body is cut")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import options
+from harness.cli.common import HISTORY_DIR
 from harness.errors import ConfigError
 from harness.outputs import output_file
 
@@ -63,8 +64,8 @@ def register(sub) -> None:
     options.add_matrix(p)
     options.add_workloads(p)
     stored = p.add_argument_group("stored results")
-    stored.add_argument("--results-dir", type=Path, default=Path("results"),
-                        help="ASV results folder (default %(default)s)")
+    stored.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+                        help="ASV results folder (default %(default)s, where `run` writes)")
     stored.add_argument("--machine", help="machine to compare on (when several have both)")
     stored.add_argument("--env-name", help="ASV environment to compare (when several)")
     stored.add_argument("--allow-cross-machine", action="store_true",

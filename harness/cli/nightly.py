@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
@@ -33,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--backfill-step", type=int, default=4,
                    help="measure every Nth commit going back (default %(default)s; bisect "
                         "pins changes between them)")
-    p.add_argument("--results-dir", type=Path, default=Path("results"),
+    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
                    help="results folder (default %(default)s)")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: the host's, %(default)s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.common import HISTORY_DIR
 from harness.errors import writing
 
 
@@ -16,7 +17,8 @@ def register(sub) -> None:
                     "the latest change points; plots inline, no script, no network) and, with "
                     "--asv, ASV's own per-benchmark graphs under asv/.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+                   help="ASV results folder (default %(default)s, where `run` writes)")
     p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
     p.add_argument("--branch", help="branch of --repo whose history orders the commits "
                    "(default: the branch checked out there)")
