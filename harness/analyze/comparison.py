@@ -121,9 +121,10 @@ def number_or_none(value):
 
 
 def add_timings(comparison: Comparison, rows) -> None:
-    """Judge timing rows: (benchmark, params, unit, base samples, head samples)."""
-    for benchmark, params, unit, base, head in rows:
-        verdict = judge(base, head, comparison.factor, comparison.alpha)
+    """Judge timing rows: (benchmark, params, unit, base samples, head samples[, verdict]); a
+    row that brings its verdict (the adaptive sampler's sequential test) keeps it."""
+    for benchmark, params, unit, base, head, *given in rows:
+        verdict = given[0] if given else judge(base, head, comparison.factor, comparison.alpha)
         comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
                                                verdict))
 
@@ -147,7 +148,8 @@ def as_document(c: Comparison) -> dict:
                      "verdict": {"kind": t.verdict.kind, "ratio": _finite(t.verdict.ratio),
                                  "ci": [_finite(x) for x in t.verdict.ci],
                                  "p_value": _finite(t.verdict.p_value),
-                                 "advice": t.verdict.advice}} for t in c.timings],
+                                 "advice": t.verdict.advice,
+                                 **_paired(t.verdict)}} for t in c.timings],
         "timings_measured": c.timings_measured, "timing_advisory": c.timing_advisory,
         "timing_notes": list(c.timing_notes),
         "oracle": None if c.oracle is None else {"matched": c.oracle[0], "checked": c.oracle[1]},
@@ -156,6 +158,15 @@ def as_document(c: Comparison) -> dict:
         "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
         "configs": c.configs, "envs": c.envs,
     }
+
+
+def _paired(v: Verdict) -> dict:
+    """The sampler's part of a verdict (rounds, seconds, why it stopped, decision interval)."""
+    if v.method != "paired":
+        return {}
+    return {"method": v.method, "rounds": v.rounds, "seconds": _finite(v.seconds),
+            "stopped": v.stopped,
+            "decision_ci": [_finite(x) for x in v.decision_ci] if v.decision_ci else None}
 
 
 def _finite(x):

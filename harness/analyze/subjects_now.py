@@ -104,9 +104,13 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     comparison.base.device = comparison.head.device = run.device
     if not run.timed:
         return
+    if run.factor is not None:   # the sampler decided for its own factor: say that one
+        comparison.factor = run.factor
     add_timings(comparison, run.timings)
     comparison.timings_measured = True
-    comparison.timing_notes.append("base and head measured interleaved on this machine")
+    comparison.timing_notes.append("base and head measured interleaved on this machine (ABBA "
+                                   "rounds until the sequential test decided, or its bound)")
+    comparison.timing_notes += run.notes
     if run.busiest_cores > BUSY_HOST_CORES:
         comparison.timing_advisory = True
         comparison.timing_notes.append(

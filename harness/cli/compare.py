@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -72,7 +73,9 @@ def register(sub) -> None:
                         help="judge timings even when machine/device/environment differ")
     judged = p.add_argument_group("verdicts")
     judged.add_argument("--factor", type=float, default=None,
-                        help="timing ratio that counts as a change (default 1.25)")
+                        help="timing ratio that counts as a change (default 1.25 for stored "
+                             "results, 1.1 for --timings: the adaptive sampler catches a "
+                             "slowdown of the factor, never one under its square root)")
     judged.add_argument("--alpha", type=float, default=None,
                         help="significance level of the rank test (default 0.01)")
     judged.add_argument("--fail-on", default="wrong,lost,exact,regression,incomparable",
@@ -81,6 +84,12 @@ def register(sub) -> None:
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
                              "and time the quick tier's probes on this machine, interleaved")
+    judged.add_argument("--timing-seconds", type=float, default=None, metavar="S",
+                        help="with --timings: bound on the adaptive sampler's seconds per probe "
+                             "(default 30; rounds stop earlier once the verdict is clear)")
+    judged.add_argument("--cold-cache", action="store_true",
+                        help="with --timings: evict the last-level cache (a buffer twice the L3, "
+                             "or the GPU's L2) before every timed call, for memory-bound kernels")
     judged.add_argument("--oracle", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle on "
                              "the quick tier's probes, without timing them")
@@ -113,6 +122,19 @@ def _judging(args) -> dict:
     return kw
 
 
+def _plan(args):
+    """The adaptive sampler's plan from --factor, --alpha, --timing-seconds, --cold-cache."""
+    from harness.measure.sampler import PR_FACTOR, Plan
+    judging = _judging(args)
+    seconds = getattr(args, "timing_seconds", None)
+    if seconds is not None and not seconds > 0:
+        raise ConfigError(f"--timing-seconds must be > 0, got {seconds}")
+    plan = Plan(factor=judging.get("factor", PR_FACTOR), cold=getattr(args, "cold_cache", False))
+    if "alpha" in judging:
+        plan = dataclasses.replace(plan, alpha=judging["alpha"])
+    return dataclasses.replace(plan, max_seconds=seconds) if seconds else plan
+
+
 def comparison_from_args(args):
     """The Comparison the arguments describe (shared with ``spyre-bench comment``)."""
     from harness.analyze.stored import compare_stored
@@ -130,16 +152,20 @@ def comparison_from_args(args):
                               allow_cross_machine=args.allow_cross_machine, **_judging(args))
     if not (args.base and args.head):
         raise ConfigError("name the sides: BASE HEAD commits, or --base SPEC --head SPEC")
+    plan = _plan(args) if args.timings else None   # bad timing flags fail before any work
     base, head = options.subjects(args)
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
     comparison = compare_subjects(base, head, options.cases(args), options.workloads(args),
                                   **_judging(args))
-    if args.timings or args.oracle:
+    if args.timings:
         from harness.analyze.subjects_now import add_kernel_run
-        from harness.measure.interleaved import check_kernels, time_subjects
-        measured = time_subjects if args.timings else check_kernels
-        add_kernel_run(comparison, measured(base, head))
+        from harness.measure.interleaved import time_subjects
+        add_kernel_run(comparison, time_subjects(base, head, plan=plan))
+    elif args.oracle:
+        from harness.analyze.subjects_now import add_kernel_run
+        from harness.measure.interleaved import check_kernels
+        add_kernel_run(comparison, check_kernels(base, head))
     return comparison
 
 

@@ -1,8 +1,8 @@
 """Kernel checks and timings for a fresh comparison: base and head interleaved on this machine.
 
 Run-to-run swings of 30-50% are normal here, so the two sides are never timed one after the
-other: each round takes one sample of base, then one of head (alternating which goes first), so
-drift and neighbours' load hit both alike. The raw samples go to harness.analyze.stats.
+other: harness.measure.sampler takes rounds in ABBA order, as many as the sequential test needs
+(bounded in rounds and seconds), and hands back the raw samples with its verdict.
 
 Every probe's output is checked against the float64 oracle before and after timing. A mismatch is
 a finding (the head, or base, computes the wrong thing), never a skip: it is what a reviewer most
@@ -20,6 +20,7 @@ from harness.errors import HarnessError
 from harness.measure import probes
 from harness.measure.device import HostLoad, select
 from harness.measure.oracle import KernelMismatch
+from harness.measure.sampler import Plan, cache_flusher, sample_pair
 from harness.subjects.base import Subject
 
 BENCHMARK = "kernel.Decode.time_layer"
@@ -40,8 +41,13 @@ class KernelRun:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: Whether timings were taken at all (False: the oracle check only).
     timed: bool = False
-    #: (benchmark, params, unit, base samples, head samples), interleaved, seconds a call.
+    #: (benchmark, params, unit, base samples, head samples, verdict): adaptive interleaved
+    #: rounds in order, seconds a call, with the sampler's sequential verdict.
     timings: list[tuple] = field(default_factory=list)
+    #: How the timings were taken (cache state), for the comparison's timing notes.
+    notes: list[str] = field(default_factory=list)
+    #: The factor the timing verdicts were decided for (the sampler's plan).
+    factor: float | None = None
     #: The most cores other processes used while any probe was timed.
     busiest_cores: float = 0.0
 
@@ -82,12 +88,21 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
     return run
 
 
-def time_subjects(base: Subject, head: Subject, tier: str = "quick", rounds: int = 15,
-                  device: str = "auto", min_sample_s: float = 5e-3) -> KernelRun:
-    """The oracle check and interleaved timings of every probe of ``tier``."""
+def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str = "auto",
+                  plan: Plan | None = None) -> KernelRun:
+    """The oracle check and adaptive interleaved timings (harness.measure.sampler) of every
+    probe of ``tier``; each timing row carries the sampler's verdict."""
+    plan = plan or Plan()
     dev = select(device)
     dev.prepare()
-    run = KernelRun(dev.name, timed=True)
+    run = KernelRun(dev.name, timed=True, factor=plan.factor)
+    flush = None
+    if plan.cold:
+        flush, what = cache_flusher(dev)
+        run.notes.append(f"cold cache: {what}")
+    else:
+        run.notes.append("warm cache: each timed call follows the previous one (--cold-cache "
+                         "evicts the last-level cache before every call)")
     checked = matched = 0
     for probe in probes.TIERS[tier]:
         before = len(run.mismatches)
@@ -96,13 +111,8 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", rounds: int
             checked += len(run.mismatches) > before
             continue
         checked += 1
-        number = max(p.calls_per_sample(min_sample_s) for p in sides)
-        samples: tuple[list[float], list[float]] = ([], [])
         with HostLoad() as load:
-            for r in range(rounds):
-                order = (0, 1) if r % 2 == 0 else (1, 0)
-                for i in order:
-                    samples[i].append(sides[i].sample(number))
+            sampled = sample_pair(sides[0], sides[1], plan, flush)
         run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
         try:
             for p in sides:
@@ -111,6 +121,7 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", rounds: int
             run.mismatches.append((f"probe {probe.name} (after timing)", str(exc)))
             continue
         matched += 1
-        run.timings.append((BENCHMARK, {"probe": probe.name}, "seconds", *samples))
+        run.timings.append((BENCHMARK, {"probe": probe.name}, "seconds", sampled.base,
+                            sampled.head, sampled.verdict))
     run.oracle = (matched, checked)
     return run

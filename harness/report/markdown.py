@@ -138,8 +138,13 @@ def _timing_table(doc: dict) -> list[str]:
                      format_value(median(t["head"]), "s") if t["head"] else "-", ratio,
                      f"{v['p_value']:.2g}" if v["p_value"] is not None else "-",
                      escape(v["kind"] + (f": {v['advice']}" if v["advice"] else ""))])
-    return _details(f"timings: median ratio head/base with 95% interval; a change needs the "
-                    f"ratio past {doc['factor']:g}× and Mann–Whitney p < {doc['alpha']:g}",
+    rule = (f"ratio head/base (Hodges–Lehmann over paired ABBA rounds) with 95% interval; a "
+            f"change needs the interval, corrected for the sampler's looks, past "
+            f"√{doc['factor']:g}×" if any(t["verdict"].get("method") == "paired"
+                                          for t in doc["timings"]) else
+            f"median ratio head/base with 95% interval; a change needs the ratio past "
+            f"{doc['factor']:g}× and Mann–Whitney p < {doc['alpha']:g}")
+    return _details(f"timings: {rule}",
                     _table(["benchmark", "params", "base", "head", "ratio", "p", "verdict"],
                            rows))
 

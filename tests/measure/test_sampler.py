@@ -1,0 +1,93 @@
+"""The adaptive interleaved sampler on deterministic fake sides: no timing, no flakiness.
+
+Statistical power on real kernels is measured by scripts/timing_power.py, not here; these tests
+pin the behaviour: ABBA order, stopping early on clear effects, a bound on rounds and seconds,
+the cold-cache flush before every timed call, raw samples kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.analyze.stats import judge_paired, paired_ratio
+from harness.measure.sampler import Plan, sample_pair
+
+
+class Fake:
+    """A side whose samples are ``scale`` times a seeded lognormal noise; logs every call."""
+
+    def __init__(self, name, scale, log, seed, noise=0.05):
+        self.name, self.scale, self.log = name, scale, log
+        self.rng = np.random.default_rng(seed)
+        self.noise = noise
+
+    def calls_per_sample(self, min_sample_s):
+        return 7 if self.name == "base" else 3
+
+    def sample(self, number):
+        self.log.append((self.name, number))
+        return self.scale * float(np.exp(self.rng.normal(0, self.noise)))
+
+
+def pair(scale, noise=0.05, **plan):
+    log = []
+    out = sample_pair(Fake("base", 1.0, log, 1, noise), Fake("head", scale, log, 2, noise),
+                      Plan(**plan))
+    return out, log
+
+
+@pytest.mark.parametrize("scale,kind", [(1.0, "no change"), (1.25, "regression"),
+                                        (2.0, "regression"), (0.5, "improvement")])
+def test_verdicts_on_planted_effects(scale, kind):
+    out, _ = pair(scale)
+    assert out.verdict.kind == kind and out.verdict.stopped == "decided"
+    assert out.verdict.ci[0] <= scale * 1.1 and out.verdict.ci[1] >= scale / 1.1
+
+
+def test_abba_order_same_calls_per_sample_and_raw_samples_kept():
+    out, log = pair(2.0)
+    assert {n for _, n in log} == {7}            # both sides: the larger calibration
+    timed = [name for name, _ in log[2:]]        # after one untimed sample each
+    assert timed[:8] == ["base", "head", "head", "base"] * 2
+    assert len(out.base) == len(out.head) == out.verdict.rounds
+    assert out.verdict.method == "paired" and out.number == 7
+
+
+def test_clear_effect_stops_early_and_near_the_factor_takes_more_rounds():
+    clear, _ = pair(2.0)
+    near, _ = pair(1.10, noise=0.08)
+    assert clear.verdict.rounds == Plan().looks()[0] + 4 or clear.verdict.rounds <= 20
+    assert near.verdict.rounds > clear.verdict.rounds
+
+
+def test_bounded_by_rounds_and_by_seconds():
+    out, _ = pair(1.05, noise=0.5, max_rounds=20)
+    assert out.verdict.rounds <= 20 and out.verdict.kind == "inconclusive"
+    assert out.verdict.stopped == "round bound" and "undecided" in out.verdict.advice
+    ticks = iter(range(10_000))
+    log = []
+    timed = sample_pair(Fake("base", 1, log, 1, 0.5), Fake("head", 1.05, log, 2, 0.5),
+                        Plan(max_seconds=5), clock=lambda: float(next(ticks)))
+    assert timed.verdict.stopped == "time bound" and timed.verdict.rounds == 10  # a tick a pair
+
+
+def test_cold_cache_flushes_before_every_timed_call():
+    log = []
+    flushes = []
+
+    def flush():
+        flushes.append(len(log))
+
+    out = sample_pair(Fake("base", 1, log, 1), Fake("head", 2, log, 2),
+                      Plan(cold=True, cold_calls=3), flush=flush)
+    assert out.cache == "cold" and {n for _, n in log} == {1}
+    assert len(flushes) == len(log) and flushes == list(range(len(log)))
+
+
+def test_paired_ratio_is_the_hodges_lehmann_estimate_of_a_constant_ratio():
+    base = [1.0, 2.0, 3.0, 4.0] * 5
+    ratio, low, high = paired_ratio(base, [1.3 * b for b in base])
+    assert ratio == pytest.approx(1.3) and low == pytest.approx(1.3) and high == pytest.approx(1.3)
+    assert judge_paired(base, [1.3 * b for b in base], factor=1.1).kind == "regression"
+    assert paired_ratio([1, 2], [1, 2])[1:] == (0.0, float("inf"))   # too few rounds: no interval
