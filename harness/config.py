@@ -7,11 +7,13 @@ that name the field, so a bad matrix fails on the harness's side in one clear li
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
-from harness.ladders import Ladder
+from harness.ladders import Ladder, ceil_div
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 
@@ -46,6 +48,12 @@ MIN_BATCHED_SEQS = 4
 #: Host-to-device bytes one step may need before the config is called absurd: more than any
 #: accelerator's memory, so no engine could run such a step and the figure would mislead.
 MAX_STEP_BYTES = 64 << 30
+#: Largest size field: block ids, sequence lengths and slot numbers are int32 on the device, so a
+#: size past it is no config the code under test could run.
+MAX_SIZE = 2**31 - 1
+#: Bytes per K/V page and per token of the index tensors a full step needs on the harness's side
+#: (page permutation int64, block table int32, fill mask; slot mapping and positions int64).
+PAGE_INDEX_BYTES, TOKEN_INDEX_BYTES = 16, 24
 
 _SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
           BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
@@ -101,6 +109,9 @@ class EngineConfig:
                 raise ConfigError(f"{field.name} must be an integer, got {value!r}")
             if value < 1:
                 raise ConfigError(f"{field.name} must be >= 1, got {value}")
+            if value > MAX_SIZE:
+                raise ConfigError(f"{field.name} must be <= {MAX_SIZE} (int32 on the device), "
+                                  f"got {value}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             # vLLM's SchedulerConfig refuses this: a step could not hold one token per sequence.
             raise ConfigError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
@@ -108,6 +119,24 @@ class EngineConfig:
         if self.block_size % 64:
             raise ConfigError(
                 f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
+        self._check_footprint()
+
+    def footprint(self) -> int:
+        """Bytes the index tensors of one full step take (every sequence at max_model_len, a
+        full token budget): what the harness allocates for this config before any kernel."""
+        pages = 1 + self.max_num_seqs * ceil_div(self.max_model_len, self.block_size)
+        return PAGE_INDEX_BYTES * pages + TOKEN_INDEX_BYTES * self.max_num_batched_tokens
+
+    def _check_footprint(self) -> None:
+        """Refuse, before anything is allocated, a config whose full step would need more than
+        half this machine's memory: one line, not an allocator's traceback or a swap storm."""
+        need, have = self.footprint(), machine_memory()
+        if need > have // 2:
+            raise ConfigError(
+                f"max_num_seqs={self.max_num_seqs} x max_model_len={self.max_model_len} "
+                f"(block_size {self.block_size}), max_num_batched_tokens="
+                f"{self.max_num_batched_tokens}: a full step needs {need / 2**30:.3g} GiB of "
+                f"index tensors, above half this machine's {have / 2**30:.3g} GiB")
 
     @property
     def dtype_bytes(self) -> int:
@@ -126,6 +155,15 @@ class EngineConfig:
     def label(self) -> str:
         window = f" sw={self.sliding_window}" if self.sliding_window else ""
         return f"bs={self.block_size} mml={self.max_model_len}{window}"
+
+
+@functools.cache
+def machine_memory() -> int:
+    """Physical memory of this machine in bytes (64 GiB where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 64 << 30
 
 
 def parse_bucket_list(name: str, raw: str | None) -> Ladder | None:

@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.cli import options
 from harness.cli.common import HISTORY_DIR
 from harness.errors import ConfigError
+from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
 
 
@@ -21,15 +23,15 @@ def register(sub) -> None:
         epilog="example: spyre-bench bisect --repo ../spyre-inference 1a2b3c4 5d6e7f8 "
                "--benchmark kernel.Decode.time_layer --param probe=small-4x8",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("good", help="last good commit")
-    p.add_argument("bad", help="first bad commit measured")
+    p.add_argument("good", type=options.revision, help="last good commit")
+    p.add_argument("bad", type=options.revision, help="first bad commit measured")
     p.add_argument("--repo", type=Path, required=True)
     p.add_argument("--benchmark", required=True, help="e.g. kernel.Decode.time_layer")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR)
     p.add_argument("--machine", default=default_machine_name())
     p.add_argument("--device", default="auto")
-    p.add_argument("--tier", default="quick")
+    p.add_argument("--tier", choices=sorted(TIERS), default="quick")
     from harness.outputs import checked_stdout
     p.set_defaults(run=checked_stdout(run))
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.cli import options
 from harness.cli.common import HISTORY_DIR
 from harness.errors import HarnessError, writing
 from harness.outputs import output_file, write_text
@@ -30,7 +31,8 @@ def register(sub) -> None:
     p.add_argument("--repo", type=Path,
                    help="the spyre-inference repository: commit order and ranges come from its "
                         "first-parent history (default: commit dates)")
-    p.add_argument("--branch", help="branch of --repo whose history orders the commits "
+    p.add_argument("--branch", type=options.revision,
+                   help="branch of --repo whose history orders the commits "
                    "(default: the branch checked out there)")
     p.add_argument("--machine", help="only this machine's series")
     p.add_argument("--json", type=output_file, metavar="FILE",

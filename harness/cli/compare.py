@@ -72,11 +72,11 @@ def register(sub) -> None:
     stored.add_argument("--allow-cross-machine", action="store_true",
                         help="judge timings even when machine/device/environment differ")
     judged = p.add_argument_group("verdicts")
-    judged.add_argument("--factor", type=float, default=None,
+    judged.add_argument("--factor", type=options.number(above=1, most=1000), default=None,
                         help="timing ratio that counts as a change (default 1.25 for stored "
                              "results, 1.1 for --timings: the adaptive sampler catches a "
                              "slowdown of the factor, never one under its square root)")
-    judged.add_argument("--alpha", type=float, default=None,
+    judged.add_argument("--alpha", type=options.number(above=0, below=1), default=None,
                         help="significance level of the rank test (default 0.01)")
     judged.add_argument("--fail-on", default="wrong,lost,exact,regression,incomparable",
                         help="what makes the exit code non-zero: wrong, lost, exact, regression, "

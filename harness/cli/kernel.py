@@ -45,6 +45,15 @@ examples:
 """
 
 
+#: Bounds of the counting flags (samples, warmup calls, shapes, recompiles): past them a run
+#: would not end in any useful time.
+MAX_COUNT = 1_000_000
+#: Largest soft cap: float16's largest finite value (a cap beyond it is "off", which 0 says).
+MAX_SOFT_CAP = 65504.0
+#: Largest --max-cache-gib: more memory than any accelerator or host the kernel runs on.
+MAX_CACHE_GIB = 4096.0
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "kernel", help="time and check the batched decode kernel, and count its compiled graphs",
@@ -58,15 +67,16 @@ def register(sub) -> None:
     options.add_workloads(p)
     g = p.add_argument_group("measurement")
     d = kernel_defaults()
+    count = options.number(1, most=MAX_COUNT, kind=int)
     g.add_argument("--device", default="auto", metavar="NAME",
                    help="auto (spyre when torch_spyre imports, else cuda, else cpu), spyre, "
                         "cuda[:N] or cpu (default %(default)s)")
-    g.add_argument("--repeat", type=int, default=d["repeat"], metavar="N",
+    g.add_argument("--repeat", type=count, default=d["repeat"], metavar="N",
                    help="timed samples per shape (default %(default)s)")
-    g.add_argument("--warmup", type=int, default=d["warmup"], metavar="N",
+    g.add_argument("--warmup", type=count, default=d["warmup"], metavar="N",
                    help="untimed calls before sampling, the first one checked (default "
                         "%(default)s)")
-    g.add_argument("--number", type=int, default=d["number"], metavar="N",
+    g.add_argument("--number", type=options.number(1, most=10**9, kind=int), default=d["number"], metavar="N",
                    help="calls per sample (default: calibrated to >= "
                         f"{d['min_sample_s'] * 1e3:g} ms per sample)")
     g.add_argument("--backend", default=d["backend"], metavar="NAME",
@@ -76,7 +86,8 @@ def register(sub) -> None:
     g.add_argument("--timing", choices=("eager", "compiled"), default=None,
                    help="time the kernel called directly (eager) or through torch.compile with "
                         "--backend (default: compiled on spyre, eager elsewhere)")
-    g.add_argument("--recompile-limit", type=int, default=d["recompile_limit"], metavar="N",
+    g.add_argument("--recompile-limit", type=count, default=d["recompile_limit"],
+                   metavar="N",
                    help="Dynamo's recompile limit per kernel while counting (default: torch's, "
                         "8); keys past it run eagerly and are reported as fall-backs")
     g.add_argument("--no-warmup-variants", action="store_true",
@@ -86,18 +97,20 @@ def register(sub) -> None:
     g.add_argument("--no-timing", action="store_true", help="skip timing")
     g.add_argument("--per-sequence", action="store_true",
                    help="also time each batched shape's sequences on the per-sequence path")
-    g.add_argument("--max-shapes", type=int, default=d["max_shapes"], metavar="N",
+    g.add_argument("--max-shapes", type=count, default=d["max_shapes"], metavar="N",
                    help="time at most N step shapes per workload, most frequent first "
                         "(default %(default)s)")
-    g.add_argument("--soft-cap", type=float, default=d["soft_cap"], metavar="X",
+    g.add_argument("--soft-cap", type=options.number(0, most=MAX_SOFT_CAP), default=d["soft_cap"],
+                   metavar="X",
                    help="logits soft cap passed to the kernel (default 0: off)")
-    g.add_argument("--threads", type=int, default=d["threads"], metavar="N",
+    g.add_argument("--threads", type=options.number(1, most=4096, kind=int), default=d["threads"],
+                   metavar="N",
                    help="torch intra-op threads while timing (default: torch's); on a shared "
                         "CPU, fewer threads than cores avoids stalls behind other processes")
-    g.add_argument("--unstable-threshold", type=float,
+    g.add_argument("--unstable-threshold", type=options.number(above=0, most=100),
                    default=d["unstable_threshold"], metavar="R",
                    help="warn when IQR/median exceeds R (default %(default)s)")
-    g.add_argument("--max-cache-gib", type=float,
+    g.add_argument("--max-cache-gib", type=options.number(above=0, most=MAX_CACHE_GIB),
                    default=d["max_cache_bytes"] / (1 << 30), metavar="G",
                    help="skip workloads whose K/V cache or per-step inputs need more (default "
                         "%(default)s)")
@@ -112,22 +125,8 @@ def register(sub) -> None:
 
 
 def _validate(args) -> None:
+    """What argparse cannot check alone (each numeric flag's range is its type)."""
     parse_gates(args.fail_on)
-    checks = [("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1),
-              ("--max-shapes", args.max_shapes, 1)]
-    if args.number is not None:
-        checks.append(("--number", args.number, 1))
-    if args.recompile_limit is not None:
-        checks.append(("--recompile-limit", args.recompile_limit, 1))
-    if args.threads is not None:
-        checks.append(("--threads", args.threads, 1))
-    for flag, value, least in checks:
-        if value < least:
-            raise ConfigError(f"{flag} must be >= {least}, got {value}")
-    if args.soft_cap < 0:
-        raise ConfigError(f"--soft-cap must be >= 0, got {args.soft_cap}")
-    if args.max_cache_gib <= 0 or args.unstable_threshold <= 0:
-        raise ConfigError("--max-cache-gib and --unstable-threshold must be > 0")
     if args.no_graphs and args.no_timing:
         raise ConfigError("--no-graphs and --no-timing together leave nothing to measure")
 

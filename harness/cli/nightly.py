@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli import options
 from harness.cli.common import HISTORY_DIR
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
+
+#: Commits one nightly run may take on (new, backfill, step): a bound, not a plan.
+MAX_COMMITS = 100_000
 
 
 def register(sub) -> None:
@@ -26,12 +30,14 @@ def register(sub) -> None:
                "then: spyre-bench changes --repo ../spyre-inference; spyre-bench report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repo", type=Path, required=True, help="the spyre-inference repository")
-    p.add_argument("--branch", default="main", help="branch to follow (default %(default)s)")
-    p.add_argument("--max-new", type=int, default=20,
+    p.add_argument("--branch", default="main", type=options.revision,
+                   help="branch to follow (default %(default)s)")
+    p.add_argument("--max-new", type=options.number(0, most=MAX_COMMITS, kind=int), default=20,
                    help="at most this many new commits per run, the newest (default %(default)s)")
-    p.add_argument("--backfill", type=int, default=5,
+    p.add_argument("--backfill", type=options.number(0, most=MAX_COMMITS, kind=int), default=5,
                    help="older commits to measure per run (default %(default)s)")
-    p.add_argument("--backfill-step", type=int, default=4,
+    p.add_argument("--backfill-step", type=options.number(1, most=MAX_COMMITS, kind=int),
+                   default=4,
                    help="measure every Nth commit going back (default %(default)s; bisect "
                         "pins changes between them)")
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
@@ -41,7 +47,8 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto", help="spyre, cuda, cpu or auto")
     p.add_argument("--tier", choices=sorted(TIERS), default="full",
                    help="benchmark tier (default %(default)s)")
-    p.add_argument("--bench", metavar="REGEX", help="only benchmarks matching REGEX")
+    p.add_argument("--bench", metavar="REGEX", type=options.regex,
+                   help="only benchmarks matching REGEX")
     p.add_argument("--no-commit", action="store_true", help="do not git-commit results")
     p.add_argument("--push", action="store_true", help="push the results commits at the end")
     p.add_argument("--dry-run", action="store_true", help="print the plan, measure nothing")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 
 from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
 from harness.errors import ConfigError
@@ -25,13 +27,69 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def number(least: float | None = None, *, above: float | None = None,
+           below: float | None = None, most: float | None = None, kind: type = float):
+    """An argparse type for a numeric flag: a finite ``kind`` in range. ``nan``, ``inf``, a
+    negative count or a huge value is one line (exit 2) before any work, never a crash or an
+    unbounded run. The one definition every numeric flag uses."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        try:
+            value = kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {shown!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {shown!r}")
+        for bound, sign, ok in ((least, ">=", value >= (least or 0)),
+                                (above, ">", value > (above or 0)),
+                                (below, "<", value < (below or 0)),
+                                (most, "<=", value <= (most or 0))):
+            if bound is not None and not ok:
+                raise argparse.ArgumentTypeError(f"must be {sign} {bound:g}, got {shown}")
+        return value
+
+    parse.__name__ = kind.__name__     # argparse names the type in its own messages
+    return parse
+
+
+def revision(text: str) -> str:
+    """argparse type of a revision or branch handed to git: one beginning with '-' would reach
+    git as an option (``--output=FILE`` writes a file), so it is refused here."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a revision, got ''")
+    if text.startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r} begins with '-': a revision or branch "
+                                         "cannot (git would read it as an option)")
+    if any(ord(ch) < 32 or ch == "\x7f" for ch in text):
+        raise argparse.ArgumentTypeError(f"{text!r}: control characters in a revision")
+    return text
+
+
+def regex(text: str) -> str:
+    """argparse type of a benchmark filter: a Python regular expression that compiles."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
+
+#: A day: a longer --subject-timeout is no bound at all (0 says that).
+MAX_SUBJECT_TIMEOUT = 86400.0
+#: Steps per generated mix: beyond this a mix is no workload a scheduler sees in a benchmark.
+MAX_STEPS = 100_000
+
+
 def add_subjects(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("subjects", f"a subject is the code under test: {SPEC_HELP}")
     g.add_argument("--subject", metavar="SPEC",
                    help=f"one subject to show (default {DEFAULT_SUBJECT})")
     g.add_argument("--base", metavar="SPEC", help="baseline subject of a comparison")
     g.add_argument("--head", metavar="SPEC", help="subject compared against --base")
-    g.add_argument("--subject-timeout", metavar="SECONDS", type=float, default=None,
+    g.add_argument("--subject-timeout", metavar="SECONDS", default=None,
+                   type=number(0, most=MAX_SUBJECT_TIMEOUT),
                    help="loading a git:/path:/installed subject EXECUTES its code in this process "
                         "(import, bucketer, metadata builder): only name checkouts you trust. "
                         "Each load or drive of it is stopped after SECONDS (default 60, or "
@@ -126,14 +184,13 @@ def add_workloads(p: argparse.ArgumentParser) -> None:
                    help="replay a trace: one step per line, 'SEQ_LENS [| QUERY_LENS]'")
     g.add_argument("--step", action="append", default=[], metavar="SEQ_LENS[|QUERY_LENS]",
                    help="one step given inline, e.g. --step 150,150,150,150 (four decodes)")
-    g.add_argument("--steps", type=int, default=None, metavar="N",
+    g.add_argument("--steps", type=number(1, most=MAX_STEPS, kind=int), default=None, metavar="N",
                    help=f"steps per generated mix (default {DEFAULT_STEPS}, or the tier's)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the generated mixes")
+    g.add_argument("--seed", type=number(0, most=2**63 - 1, kind=int), default=0,
+                   help="seed of the generated mixes")
 
 
 def workloads(args) -> list[WorkloadSpec]:
-    if args.steps is not None and args.steps < 1:
-        raise ConfigError(f"--steps must be >= 1, got {args.steps}")
     steps = args.steps or (TIERS[args.tier].steps if args.tier else DEFAULT_STEPS)
     return specs(args.workload, args.trace, args.step, steps=steps, seed=args.seed)
 

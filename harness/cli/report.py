@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli import options
 from harness.cli.common import HISTORY_DIR
 from harness.errors import writing
 
@@ -20,7 +21,8 @@ def register(sub) -> None:
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
                    help="ASV results folder (default %(default)s, where `run` writes)")
     p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
-    p.add_argument("--branch", help="branch of --repo whose history orders the commits "
+    p.add_argument("--branch", type=options.revision,
+                   help="branch of --repo whose history orders the commits "
                    "(default: the branch checked out there)")
     p.add_argument("--out", type=Path, default=Path(".asv/site"),
                    help="output folder (default %(default)s)")

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.cli import options
 from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
 from harness.errors import HarnessError, Interrupted
 from harness.matrix import TIERS
@@ -42,10 +43,11 @@ def register(sub) -> None:
                "the closing comparison shows what --fail-on names; 2 bad input, or nothing "
                "measured (every figure skipped).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("revisions", nargs="*", metavar="REVISION",
+    p.add_argument("revisions", nargs="*", metavar="REVISION", type=options.revision,
                    help="commits of --repo: revision expressions or A..B ranges (oldest first)")
     p.add_argument("--repo", type=Path, help="the spyre-inference git repository")
-    p.add_argument("--branch", help="the branch ASV follows (default: the checkout's current "
+    p.add_argument("--branch", type=options.revision,
+                   help="the branch ASV follows (default: the checkout's current "
                                     "branch); a warning says when no measured commit is on it")
     p.add_argument("--reference", default=",".join(MAIN_JOB_POLICIES), metavar="POLICY,..",
                    help=f"reference policies to run without --repo ({', '.join(ORDER)}; "
@@ -59,7 +61,8 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto",
                    help="spyre, cuda, cpu, or auto: spyre when torch_spyre imports, else cuda, "
                         "else cpu (default %(default)s)")
-    p.add_argument("--bench", metavar="REGEX", help="only benchmarks matching REGEX")
+    p.add_argument("--bench", metavar="REGEX", type=options.regex,
+                   help="only benchmarks matching REGEX")
     p.add_argument("--smoke", action="store_true",
                    help="one quick pass per benchmark (ASV --quick) into a temporary folder: "
                         "checks the suite runs, never touches stored history")
@@ -173,11 +176,12 @@ def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
     from harness.runner.asv_suite import current_branch
     from harness.subjects import gitrev
     branch = branch or current_branch(repo)
-    if gitrev.git(repo, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}",
+    if gitrev.git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}",
                   check=False).returncode:
         raise HarnessError(f"--branch {branch!r}: no such branch in {repo}")
-    on = [t for t in targets if not gitrev.git(repo, "merge-base", "--is-ancestor", t.commit,
-                                               branch, check=False).returncode]
+    on = [t for t in targets if not gitrev.git(repo, "merge-base", "--is-ancestor",
+                                               "--end-of-options", t.commit, branch,
+                                               check=False).returncode]
     if not on:
         warn(f"none of the {len(targets)} commit(s) measured is on branch {branch!r} (history "
              "views follow that branch; pass --branch)")

@@ -51,7 +51,7 @@ def _value(options: Options, commit: str, benchmark: str, params: dict) -> tuple
 
 def bisect(options: Options, good: str, bad: str, benchmark: str, params: dict,
            param_names: list[str], progress=None) -> Bisection:
-    candidates = gitrev.git(options.repo, "rev-list", "--first-parent", "--reverse",
+    candidates = gitrev.git(options.repo, "rev-list", "--first-parent", "--reverse", "--end-of-options",
                             f"{good}..{bad}", check=False).stdout.decode().split()
     if not candidates or candidates[-1] != bad:
         raise HarnessError(f"{bad[:12]} is not a first-parent descendant of {good[:12]}")

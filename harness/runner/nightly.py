@@ -33,7 +33,10 @@ class Plan:
 
 def first_parent_history(repo: Path, branch: str) -> list[str]:
     """The branch's first-parent history, oldest first."""
-    out = gitrev.git(repo, "rev-list", "--first-parent", "--reverse", branch, check=False)
+    if branch.startswith("-"):          # git would read it as an option (--output=FILE)
+        raise HarnessError(f"--branch {branch!r} begins with '-': refused")
+    out = gitrev.git(repo, "rev-list", "--first-parent", "--reverse", "--end-of-options", branch,
+                     check=False)
     if out.returncode:
         why = (out.stderr.decode(errors="replace").strip() or "no message").splitlines()[0]
         raise HarnessError(f"--repo {repo}: no branch {branch!r} ({why})")

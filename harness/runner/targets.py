@@ -29,8 +29,10 @@ def commit_targets(repo: Path, revisions: list[str]) -> list[Target]:
         raise HarnessError(f"--repo {repo}: not a git repository")
     commits: list[str] = []
     for rev in revisions:
+        if rev.startswith("-"):     # git would read it as an option (--output=FILE)
+            raise HarnessError(f"revision {rev!r} begins with '-': refused")
         if ".." in rev:
-            out = gitrev.git(repo, "rev-list", "--reverse", rev, check=False)
+            out = gitrev.git(repo, "rev-list", "--reverse", "--end-of-options", rev, check=False)
             if out.returncode:
                 raise HarnessError(f"--repo {repo}: bad range {rev!r}: "
                                    f"{out.stderr.decode(errors='replace').strip()}")
@@ -46,7 +48,8 @@ def commit_targets(repo: Path, revisions: list[str]) -> list[Target]:
         if commit in seen:
             continue
         seen.add(commit)
-        subject = gitrev.git(repo, "log", "-1", "--format=%s", commit).stdout.decode().strip()
+        subject = gitrev.git(repo, "log", "-1", "--format=%s", "--end-of-options",
+                             commit).stdout.decode().strip()
         targets.append(Target(f"{commit[:8]} {subject[:50]}", commit,
                               f"git:{repo.resolve()}@{commit}"))
     return targets
