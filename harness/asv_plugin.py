@@ -18,6 +18,10 @@ nothing measured.
 ``asv publish`` writes a page that loads its libraries from CDNs: after it, they are copied from
 the machine's packages into the site and the page pointed at them
 (``harness.runner.asv_assets``), so the page renders with the network off.
+
+``asv run NEW`` measures what is new on the configured branches since the commits measured here or
+in the committed history, and a branch's tip when none is (``harness.runner.asv_new``), not the
+whole branch.
 """
 
 import functools
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from asv import util
 from asv.commands.publish import Publish
+from asv.commands.run import Run
 from asv.console import log
 from asv.environment import ExistingEnvironment, get_env_name
 from asv.results import Results
@@ -91,6 +96,27 @@ def _offline_page(run):
 
 if not getattr(Publish.run, "spyre_bench", False):
     Publish.run = _offline_page(Publish.run)
+
+
+def _bounded_new(run):
+    @functools.wraps(run)
+    def wrapped(cls, conf, *args, **kwargs):
+        range_spec = kwargs.get("range_spec", args[0] if args else None)
+        if range_spec == "NEW":
+            from harness.cli.common import HISTORY_DIR
+            from harness.runner.asv_new import bounded_new
+            commits = bounded_new(conf, HISTORY_DIR)
+            if "range_spec" in kwargs:
+                kwargs["range_spec"] = commits
+            else:
+                args = (commits, *args[1:])
+        return run.__func__(cls, conf, *args, **kwargs)
+    wrapped.spyre_bench = True
+    return classmethod(wrapped)
+
+
+if not getattr(Run.run, "spyre_bench", False):
+    Run.run = _bounded_new(Run.run)
 
 
 class StableExistingEnvironment(ExistingEnvironment):

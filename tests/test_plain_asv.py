@@ -161,6 +161,20 @@ def test_asv_compare_and_publish_work_over_the_history(plain):
     assert (home / "html" / "index.html").exists()
 
 
+def test_asv_run_new_measures_only_what_is_new_on_the_branch(plain):
+    """asv run NEW over main after the fixture's run up to #810 as merged: the two commits above
+    it, not the branch (harness.runner.asv_new through the plugin)."""
+    repo, conf, home = plain
+    c = repo.commits
+    proc = asv("run", "NEW", "--machine", "ci-box", "--bench",
+               r"^exact\.Config\.track_batched_num_blocks_distinct\(", conf=conf, home=home)
+    assert "NEW: 2 commit(s) new on main" in proc.stdout + proc.stderr
+    from asv.results import iter_results_for_machine
+    commits = {r.commit_hash for r in iter_results_for_machine(str(home / "results"), "ci-box")}
+    assert {c["gen3"], c["gen4"]} <= commits
+    assert c["no-bucketer"] not in commits          # below what was measured: not walked
+
+
 def test_published_page_renders_with_the_network_off(plain):
     """asv publish's page, served on the loopback with every other host unreachable: the grid,
     the list and a benchmark's graph render from the libraries copied into the site."""
