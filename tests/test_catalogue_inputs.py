@@ -37,6 +37,7 @@ NUMBERS = [
     ("ladders", "--subject-timeout", ["nan", "inf", "-1", "1e9", "x"]),
     (f"compare {STORED}", "--factor", ["nan", "inf", "1", "-2", "1e9"]),
     (f"compare {STORED}", "--alpha", ["nan", "0", "1", "-0.5"]),
+    (f"compare {STORED}", "--timing-seconds", ["nan", "inf", "0", "1e9"]),
     ("kernel", "--soft-cap", ["nan", "inf", "-1", "1e6"]),
     ("kernel", "--unstable-threshold", ["nan", "-inf", "0", "1e6"]),
     ("kernel", "--max-cache-gib", ["nan", "inf", "0", "-1", "1e9"]),

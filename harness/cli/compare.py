@@ -84,7 +84,8 @@ def register(sub) -> None:
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
                              "and time the quick tier's probes on this machine, interleaved")
-    judged.add_argument("--timing-seconds", type=float, default=None, metavar="S",
+    judged.add_argument("--timing-seconds", type=options.number(above=0, most=3600),
+                        default=None, metavar="S",
                         help="with --timings: bound on the adaptive sampler's seconds per probe "
                              "(default 30; rounds stop earlier once the verdict is clear)")
     judged.add_argument("--cold-cache", action="store_true",
