@@ -51,6 +51,13 @@ class SubjectRaised(HarnessError):
     a failure of that commit. Its rows say so (``failed``), never a skip beside a figure."""
 
 
+class SubjectCrashed(SubjectRaised):
+    """The subject's code ended, hung or garbled its worker process (:mod:`harness.worker`):
+    that subject's failure, never the harness's outcome. A row says so; at the top, exit 1."""
+
+    exit_status = 1
+
+
 class SubjectFailed(HarnessError):
     """Some rows are a subject's failure: after the table, one line and exit status 1."""
 

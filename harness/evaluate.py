@@ -11,11 +11,12 @@ Comparing two subjects' figures is harness.analyze.subjects_now's (one path for 
 
 from __future__ import annotations
 
-from harness.errors import HarnessError, SubjectRaised
+from harness.errors import HarnessError, SubjectCrashed, SubjectRaised
 from harness.matrix import Case
 from harness.model import summarize
 from harness.subjects.base import Bucketing, Subject
 from harness.subjects.timeout import SubjectTimeout
+from harness.worker import is_worker
 from harness.workloads import WorkloadSpec, buildable
 
 
@@ -34,7 +35,14 @@ def prefetch(subjects: list[Subject], cases: list[Case], specs: list[WorkloadSpe
     ahead = [(c.config, c.overrides, built) for c in cases
              if (built := buildable(specs, c.config))]
     for subject in subjects:
-        subject.prefetch_workloads(ahead)
+        if is_worker(subject):
+            try:   # a worker's failure is met again, with its row, by the serial pass
+                subject.call("prefetch", pieces=2 * len(ahead) + 1, requests=ahead,
+                             what="driving its builder ahead")
+            except SubjectCrashed:
+                pass
+        else:
+            subject.prefetch_workloads(ahead)
 
 
 def unmeasured(exc: HarnessError) -> dict:
@@ -45,6 +53,9 @@ def unmeasured(exc: HarnessError) -> dict:
 
 
 def config_figures(subject: Subject, case: Case) -> dict:
+    if is_worker(subject):
+        return _in_worker(subject, "config_figures", 2, case=case,
+                          what=f"computing its ladders at {case.label()}")
     b = bucketing_or_reason(subject, case)
     if isinstance(b, HarnessError):
         return unmeasured(b)
@@ -54,6 +65,9 @@ def config_figures(subject: Subject, case: Case) -> dict:
 def workload_figures(subject: Subject, case: Case, specs: list[WorkloadSpec],
                      per_step: bool = False) -> dict[str, dict]:
     """Figures per workload name for one case (one builder load for all of them)."""
+    if is_worker(subject):
+        return _in_worker(subject, "workload_figures", 2 + len(specs), case=case, specs=specs,
+                          per_step=per_step, what=f"driving its builder at {case.label()}")
     out: dict[str, dict] = {}
     built = []
     for spec in specs:
@@ -71,6 +85,16 @@ def workload_figures(subject: Subject, case: Case, specs: list[WorkloadSpec],
         out[name] = (unmeasured(cost) if isinstance(cost, HarnessError)
                      else cost.as_dict(per_step))
     return {spec.name: out[spec.name] for spec in specs}
+
+
+def _in_worker(subject, op: str, pieces: float, **args) -> dict:
+    """Figures computed in the subject's worker; its crash is this row's failure."""
+    try:
+        return subject.call(op, pieces=pieces, **args)
+    except SubjectCrashed as exc:
+        if op == "workload_figures":
+            return {spec.name: unmeasured(exc) for spec in args["specs"]}
+        return unmeasured(exc)
 
 
 def field(figures: dict, name: str):

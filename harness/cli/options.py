@@ -9,8 +9,9 @@ import re
 from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
 from harness.errors import ConfigError
 from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
-from harness.subjects import SPEC_HELP, Subject, resolve_subject
+from harness.subjects import SPEC_HELP, Subject
 from harness.subjects.timeout import set_limit as set_subject_timeout
+from harness.worker import open_subject
 from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
 
 DEFAULT_SUBJECT = "reference:post-810-clamp"
@@ -103,7 +104,7 @@ def subjects(args) -> list[Subject]:
         raise ConfigError("give either --subject or --base/--head, not both")
     specs_ = [args.base, args.head] if args.base else [args.subject or DEFAULT_SUBJECT]
     set_subject_timeout(getattr(args, "subject_timeout", None))
-    return [resolve_subject(s) for s in specs_]
+    return [open_subject(s) for s in specs_]
 
 
 def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> None:

@@ -24,7 +24,7 @@ import torch
 import torch._dynamo
 
 from harness.config import EngineConfig, check_step_bytes
-from harness.errors import HarnessError
+from harness.errors import HarnessError, SubjectCrashed
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
 from harness.measure.inputs import StepCalls, Workspace, check_generation
@@ -34,9 +34,13 @@ from harness.measure.timing import measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
 from harness.subjects.reference_kernels import attend_sequence
+from harness.worker import is_worker
 from harness.workloads import Workload, WorkloadSpec
 
 Progress = Callable[[str], None]
+#: A kernel measurement may run this many pieces of subject work, each under the subject time
+#: limit, before its worker counts as hung (timing a big workload legitimately takes minutes).
+WORKER_PIECES = 20
 
 
 def _no_progress(_: str) -> None:
@@ -164,6 +168,13 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
                      progress: Progress = _no_progress) -> dict:
     """Figures of one subject's kernel on one case and workload (see module docstring)."""
     out: dict = {"subject": subject.spec, "identity": subject.identity}
+    if is_worker(subject):
+        try:   # measured in the subject's worker, by this same function
+            return subject.call("measure_workload", pieces=WORKER_PIECES, progress=progress,
+                                what=f"measuring its kernel at {case.label()} {spec.name}",
+                                case=case, spec=spec, options=options)
+        except SubjectCrashed as exc:
+            return {**out, "skipped": str(exc), "failed": True}
     try:
         found = subject.decode_kernel()
     except HarnessError as exc:

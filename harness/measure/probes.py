@@ -18,6 +18,7 @@ from harness.measure.oracle import check_step
 from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
 from harness.subjects.reference_kernels import attend_sequence
+from harness.worker import is_worker
 from harness.workloads import parse_step
 
 #: Small shapes: cheap enough for every PR run and the default test run.
@@ -86,6 +87,9 @@ class Prepared(TimedLayer):
 
 def prepare(probe: Probe, subject: Subject, device) -> Prepared:
     """Build the probe's inputs for ``subject`` and check its kernel once (KernelMismatch)."""
+    if is_worker(subject):
+        from harness.worker.proxy import RemoteProbe
+        return RemoteProbe(subject, probe, device)
     found = subject.decode_kernel()
     if found is None and "forward" in subject.capabilities:
         return _prepare_forward(probe, subject, device)

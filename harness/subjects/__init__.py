@@ -14,7 +14,15 @@ SPEC_HELP = ("reference:<policy>[+chunked] with policy one of " + ", ".join(POLI
 
 
 def resolve_subject(spec: str) -> Subject:
-    """Turn a subject spec from the command line into a Subject."""
+    """Turn a subject spec into a Subject loaded in this process (the library's and the ASV
+    benchmark processes' way; commands load spyre-inference in a worker: harness.worker)."""
+    found = locate(spec)
+    return found if isinstance(found, Subject) else found.load()
+
+
+def locate(spec: str):
+    """The reference Subject itself, or a spyre-inference version found (``Located``), its
+    sources read and none of its code run yet."""
     kind, sep, rest = spec.partition(":")
     if sep and kind == "reference":
         return reference_subject(rest)
@@ -22,9 +30,9 @@ def resolve_subject(spec: str) -> Subject:
         # Imported here: the loader's modules are not needed for the reference subject.
         from harness.subjects import spyre_inference as si
         if spec == "spyre-inference":
-            return si.installed_subject(spec)
+            return si.locate_installed(spec)
         if not rest:
             form = "path:<checkout>" if kind == "path" else "git:<repo>@<rev>"
             raise SubjectError(f"subject {spec!r}: expected {form}")
-        return (si.checkout_subject if kind == "path" else si.git_subject)(spec, rest)
+        return (si.locate_checkout if kind == "path" else si.locate_git)(spec, rest)
     raise SubjectError(f"subject {spec!r}: unsupported spec; expected {SPEC_HELP}")

@@ -43,6 +43,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
@@ -614,7 +615,28 @@ def _pair(record, first: tuple[str, ...], second: tuple[str, ...], spec: str) ->
 
 # -- resolving specs ----------------------------------------------------------------------------
 
-def git_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+@dataclass(frozen=True)
+class Located:
+    """A spyre-inference version found and read (sources snapshotted), none of its code run:
+    :meth:`load` runs it, here or in a worker process (:mod:`harness.worker`)."""
+
+    spec: str
+    tree: SourceTree
+    identity: str
+    where: str
+    installed: bool = False
+
+    def load(self) -> SpyreInferenceSubject:
+        if not self.installed:
+            return SpyreInferenceSubject(self.spec, self.tree, self.identity, self.where)
+        stack_error = _import_stack(self.tree)
+        subject = SpyreInferenceSubject(self.spec, self.tree, self.identity, self.where,
+                                        stack=stack_error is None)
+        subject.stack_error = stack_error
+        return subject
+
+
+def locate_git(spec: str, rest: str) -> Located:
     """``git:<repo>@<rev>``: any revision expression; identity is the full commit hash."""
     repo, rev = gitrev.split_spec(spec, rest)
     commit = gitrev.resolve(spec, repo, rev)
@@ -623,11 +645,10 @@ def git_subject(spec: str, rest: str) -> SpyreInferenceSubject:
     if files is None:
         raise SubjectError(f"{spec} ({where_}): not a spyre-inference revision: it has no "
                            f"{PACKAGE}/ package")
-    tree = SourceTree(files, f"{repo.resolve()}@{commit[:12]}")
-    return SpyreInferenceSubject(spec, tree, commit, where_)
+    return Located(spec, SourceTree(files, f"{repo.resolve()}@{commit[:12]}"), commit, where_)
 
 
-def checkout_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+def locate_checkout(spec: str, rest: str) -> Located:
     """``path:<checkout>``: identity is HEAD, marked dirty (with a digest) if the package is."""
     root = Path(rest).expanduser()
     if not root.is_dir():
@@ -638,11 +659,11 @@ def checkout_subject(spec: str, rest: str) -> SpyreInferenceSubject:
     root = root.resolve()
     tree = SourceTree.from_dir(root)
     commit, dirty = gitrev.worktree_commit(root, PACKAGE)
-    return SpyreInferenceSubject(spec, tree, _identity(tree, commit, dirty),
-                                 f"checkout {root}" + (f" at {commit[:12]}" if commit else ""))
+    return Located(spec, tree, _identity(tree, commit, dirty),
+                   f"checkout {root}" + (f" at {commit[:12]}" if commit else ""))
 
 
-def installed_subject(spec: str = "spyre-inference") -> SpyreInferenceSubject:
+def locate_installed(spec: str = "spyre-inference") -> Located:
     """The installed package: imported whole when vLLM imports, else loaded by path from it."""
     try:
         found = importlib.util.find_spec(PACKAGE)
@@ -653,12 +674,21 @@ def installed_subject(spec: str = "spyre-inference") -> SpyreInferenceSubject:
                            " name a checkout (path:<dir>) or a revision (git:<repo>@<rev>)")
     root = Path(next(iter(found.submodule_search_locations))).parent
     tree = SourceTree.from_dir(root)
-    stack_error = _import_stack(tree)
     commit, dirty = _installed_commit(root)
-    subject = SpyreInferenceSubject(spec, tree, _identity(tree, commit, dirty),
-                                    f"installed at {root}", stack=stack_error is None)
-    subject.stack_error = stack_error
-    return subject
+    return Located(spec, tree, _identity(tree, commit, dirty), f"installed at {root}",
+                   installed=True)
+
+
+def git_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+    return locate_git(spec, rest).load()
+
+
+def checkout_subject(spec: str, rest: str) -> SpyreInferenceSubject:
+    return locate_checkout(spec, rest).load()
+
+
+def installed_subject(spec: str = "spyre-inference") -> SpyreInferenceSubject:
+    return locate_installed(spec).load()
 
 
 def _import_stack(tree: SourceTree) -> str | None:

@@ -1,0 +1,189 @@
+"""Inside the subject worker: load one subject, then answer the harness's requests until it hangs up.
+
+The worker is a fork of the harness made before any subject code ran. It moves into its own
+process group and a scratch folder, sends its own and the subject's output to a capture file,
+bounds its memory, builds the subject (which runs the commit's code) and then serves requests.
+Whatever the subject does (``sys.exit``, ``os._exit``, a fork, a stray thread, an ``atexit``
+handler, a signal handler, a ``chdir``, printing) stays in here: the worker always leaves through
+``os._exit`` (no ``atexit``, no waiting on threads), a fork of it never answers, and the harness
+reads only the checked replies of :mod:`harness.worker.protocol`.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import traceback
+from collections.abc import Callable
+
+from harness.errors import HarnessError
+from harness.worker import protocol
+
+#: Memory a worker may allocate, GiB (default: the machine's physical memory).
+MEMORY_ENV = "SPYRE_BENCH_WORKER_MEMORY_GIB"
+
+_probes: dict = {}
+_device_ready: list[bool] = [False]
+
+
+def serve(make_subject: Callable, requests_fd: int, replies_fd: int, scratch: str,
+          capture: str) -> None:
+    """The worker's whole life; never returns."""
+    me = os.getpid()
+    code = 0
+    try:
+        os.setsid()   # its own group: the harness ends it and anything it starts, together
+        _isolate(scratch, capture)
+        import torch  # noqa: F401  (the harness's own start-up, before the subject's clock starts)
+        _reply(replies_fd, me, protocol.progress("loading"))
+        try:
+            subject = make_subject()
+        except BaseException as exc:   # noqa: BLE001 - whatever the subject's load does
+            _reply(replies_fd, me, _failure(exc))
+            return
+        if os.getpid() != me:
+            return   # a fork the subject made while loading: it must never read or answer
+        _reply(replies_fd, me, protocol.ok(_hello(subject)))
+        env = dict(os.environ)
+        while True:
+            message = protocol.read_request(requests_fd)
+            if message is None:
+                return
+            os.chdir(scratch)
+            _set_limit(message["limit_s"])
+            try:
+                value = OPS[message["op"]](subject, replies_fd, **message["args"])
+                reply = protocol.ok(value)
+            except BaseException as exc:   # noqa: BLE001 - SystemExit from the subject included
+                reply = _failure(exc)
+            if os.getpid() != me:
+                return   # a fork the subject made: it must never answer
+            _reply(replies_fd, me, reply)
+            os.environ.clear()
+            os.environ.update(env)
+    except BaseException:   # noqa: BLE001 - a broken pipe: the harness is gone
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _isolate(scratch: str, capture: str) -> None:
+    os.chdir(scratch)
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(capture, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(null)
+    os.close(out)
+    limit = _memory_limit()
+    if limit:
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        if hard == resource.RLIM_INFINITY or hard > limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def _memory_limit() -> int | None:
+    raw = os.environ.get(MEMORY_ENV)
+    if raw:
+        try:
+            return int(float(raw) * (1 << 30))
+        except ValueError:
+            return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def _set_limit(seconds: float) -> None:
+    from harness.subjects import timeout
+    timeout.set_limit(seconds)
+
+
+def _reply(fd: int, me: int, data: bytes) -> None:
+    if os.getpid() == me:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        protocol.write_all(fd, data)
+
+
+def _failure(exc: BaseException) -> bytes:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if isinstance(exc, SystemExit):
+        return protocol.failure("SystemExit", f"called sys.exit({exc.code!r})", where)
+    if isinstance(exc, HarnessError):
+        return protocol.failure(type(exc).__name__, str(exc), where)
+    return protocol.failure("raised", f"{type(exc).__name__}: {exc}"[:2000], where)
+
+
+def _hello(subject) -> dict:
+    from harness.subjects.base import CAPABILITIES
+    return {"spec": subject.spec, "identity": subject.identity,
+            "capabilities": sorted(subject.capabilities),
+            "lacks": {c: subject.lacks(c) for c in CAPABILITIES},
+            "origin": getattr(subject, "origin", subject.spec),
+            "generation": getattr(subject, "generation", None)}
+
+
+# -- what a worker does ---------------------------------------------------------------------------
+
+def _config_figures(subject, out, case):
+    from harness.evaluate import config_figures
+    return config_figures(subject, case)
+
+
+def _workload_figures(subject, out, case, specs, per_step):
+    from harness.evaluate import workload_figures
+    return workload_figures(subject, case, specs, per_step)
+
+
+def _prefetch(subject, out, requests):
+    return subject.prefetch_workloads(requests)
+
+
+def _describe(subject, out):
+    return subject.describe()
+
+
+def _measure_workload(subject, out, case, spec, options):
+    from harness.measure.kernel_figures import measure_workload
+    me = os.getpid()
+    return measure_workload(subject, case, spec, options,
+                            lambda what: _reply(out, me, protocol.progress(what)))
+
+
+def _prepare_probe(subject, out, probe, device):
+    from harness.measure import probes
+    if not _device_ready[0]:
+        device.prepare()   # the allocator settled here, where the timing happens
+        _device_ready[0] = True
+    _close_probe(subject, out, probe.name)
+    _probes[probe.name] = probes.prepare(probe, subject, device)
+
+
+def _calls_per_sample(subject, out, name, min_sample_s):
+    return _probes[name].calls_per_sample(min_sample_s)
+
+
+def _sample(subject, out, name, number):
+    return _probes[name].sample(number)
+
+
+def _check_probe(subject, out, name):
+    _probes[name].check()
+
+
+def _close_probe(subject, out, name):
+    prepared = _probes.pop(name, None)
+    close = getattr(prepared, "close", None)
+    if close is not None:
+        close()
+
+
+OPS = {"config_figures": _config_figures, "workload_figures": _workload_figures,
+       "prefetch": _prefetch, "describe": _describe, "measure_workload": _measure_workload,
+       "prepare_probe": _prepare_probe, "calls_per_sample": _calls_per_sample,
+       "sample": _sample, "check_probe": _check_probe, "close_probe": _close_probe}
