@@ -146,6 +146,10 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     dev = devices.select(args.device)
     check_backend(args.backend)
+    bandwidth = {"gb_per_s": None, "source": None}
+    if not args.no_timing:
+        from harness.measure.efficiency import machine_bandwidth
+        bandwidth = machine_bandwidth(dev)   # measured once per machine, then cached
     opts = KernelOptions(
         device=dev, repeat=args.repeat, warmup=args.warmup, number=args.number,
         backend=args.backend,
@@ -154,7 +158,8 @@ def run(args) -> int:
         graphs=not args.no_graphs, time=not args.no_timing, per_sequence=args.per_sequence,
         max_shapes=args.max_shapes, soft_cap=args.soft_cap,
         unstable_threshold=args.unstable_threshold, seed=args.seed,
-        max_cache_bytes=int(args.max_cache_gib * (1 << 30)), threads=args.threads)
+        max_cache_bytes=int(args.max_cache_gib * (1 << 30)), threads=args.threads,
+        bandwidth_gbps=bandwidth["gb_per_s"], bandwidth_source=bandwidth["source"])
     rows = []
     with Progress(len(cases) * len(specs) * len(subjects), "kernel") as advance:
         for case in cases:

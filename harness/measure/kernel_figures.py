@@ -27,6 +27,7 @@ from harness.config import EngineConfig, check_step_bytes
 from harness.errors import HarnessError, SubjectCrashed
 from harness.matrix import Case
 from harness.measure.compiles import count_graphs
+from harness.measure.efficiency import row_efficiency
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.settings import KernelOptions
@@ -97,7 +98,17 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
     s = samples.summary(options.unstable_threshold)
     tokens = calls.decode_tokens
     per_step_us = s.median * config.num_layers
-    return {
+    validity = row_validity(samples, options)
+    if validity["invalid"]:   # never a timing: the raw samples stay, the figures do not
+        return {"launches": calls.launches, "iterations_per_layer": calls.iterations,
+                "decode_tokens": tokens, "seq_lens": [q.seq_len for q in calls.step],
+                "samples_us": list(samples.us_per_call), "number": samples.number,
+                "validity": validity, "us_per_layer": None, "warnings": [
+                    f"INVALID: {why}" for why in validity["invalid"]]}
+    return {"validity": validity,
+            "efficiency": row_efficiency(config, [q.seq_len for q in calls.step],
+                                         [q.query_len for q in calls.step], calls.kv_bytes(),
+                                         s.median * 1e-6, options.bandwidth_gbps),
         "launches": calls.launches, "iterations_per_layer": calls.iterations,
         "decode_tokens": tokens, "seq_lens": [q.seq_len for q in calls.step],
         "h2d_bytes": sum(calls.h2d().values()), "kv_bytes": calls.kv_bytes(),
@@ -111,6 +122,17 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
         "kv_gb_per_s": calls.kv_bytes() / (s.median * 1e-6) / 1e9,
         "max_abs_error": max(errors), "warnings": list(s.warnings),
     }
+
+
+def row_validity(samples, options: KernelOptions) -> dict:
+    """What a timing row must say for a reader to trust it, and the rules it broke (if any)."""
+    invalid = []
+    if samples.new_graphs:
+        invalid.append(f"{samples.new_graphs} graph(s) compiled during the timed samples "
+                       "(compile time inside the timing)")
+    return {"new_graphs": samples.new_graphs, "oracle": "match", "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "device": options.device.description,
+            "invalid": invalid}
 
 
 def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
@@ -135,7 +157,8 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                    "step_index": first, **_time_shape(calls, batched_fn, sequence_fn, config,
                                                       options)}
             rows.append(row)
-            times[shape] = row["us_per_layer"]
+            if row["us_per_layer"] is not None:   # an invalid row is no timing
+                times[shape] = row["us_per_layer"]
             if options.per_sequence and calls.batched:
                 alone = ws.step(unbatched, workload.steps[first], seed=options.seed + first)
                 label = _label(shape_of(alone.keys))
@@ -151,6 +174,7 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
 def workload_timing(rows: list[dict], workload, shapes: dict, timed: list, times: dict,
                     num_layers: int) -> dict:
     """A workload's timing from its timed shapes, each weighted by the steps that land on it."""
+    timed = [sh for sh in timed if sh in times]
     covered = [i for sh in timed for i in shapes[sh]]
     tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
     layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed)

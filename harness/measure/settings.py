@@ -45,10 +45,14 @@ class KernelOptions:
     max_cache_bytes: int = DEFAULT_MAX_CACHE_BYTES
     #: torch intra-op threads for timing (None: torch's default).
     threads: int | None = None
+    #: The machine's memory bandwidth (GB/s) and where it came from, for efficiency figures.
+    bandwidth_gbps: float | None = None
+    bandwidth_source: str | None = None
 
     #: What a result records of its options (the device is recorded on its own).
     RECORDED = ("repeat", "warmup", "number", "backend", "timing", "recompile_limit",
-                "record_warmup", "per_sequence", "max_shapes", "soft_cap", "seed", "threads")
+                "record_warmup", "per_sequence", "max_shapes", "soft_cap", "seed", "threads",
+                "bandwidth_gbps", "bandwidth_source")
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.RECORDED}

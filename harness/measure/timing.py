@@ -37,6 +37,9 @@ class Samples:
     first_call_s: float
     #: Cores' worth of CPU other processes used while sampling (None where unknown).
     others_cores: float | None = None
+    #: Graphs Dynamo compiled while the timed samples ran (not the warmup): anything but 0 means
+    #: compile time is inside the timing, and the row is invalid.
+    new_graphs: int = 0
 
     def summary(self, threshold: float = UNSTABLE_SPREAD, confidence: float = 0.95) -> Summary:
         s = summarize(self.us_per_call, threshold, confidence)
@@ -164,10 +167,18 @@ def measure(device: Device, fn: Callable[[], object], *, repeat: int = 20, warmu
         device.elapsed(fn, 1)
     number = number or calibrate(device, fn, min_sample_s)
     samples = []
+    graphs = compiled_graphs()
     with HostLoad() as load:
         for _ in range(repeat):
             seconds, result = device.elapsed(fn, number)
             samples.append(seconds / number * 1e6)
+    new_graphs = compiled_graphs() - graphs
     if check is not None:
         check(result)
-    return Samples(tuple(samples), number, warmup, first_s, load.others_cores)
+    return Samples(tuple(samples), number, warmup, first_s, load.others_cores, new_graphs)
+
+
+def compiled_graphs() -> int:
+    """Dynamo's running count of graphs compiled in this process (its own counters)."""
+    from torch._dynamo.utils import counters
+    return int(counters["stats"]["unique_graphs"])

@@ -63,6 +63,10 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
         body, notes = [], []
         for r in case_rows:
             for s in r["timing"]["shapes"]:
+                if s["us_per_layer"] is None:   # invalid: said, never shown as a timing
+                    notes += [f"{r['subject']} {r['workload']} {s['shape']}: {w}"
+                              for w in s["warnings"]]
+                    continue
                 st = s["stats"]
                 body.append([
                     r["workload"], r["subject"], s["path"], s["shape"], s["steps"],
@@ -84,6 +88,7 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
                     "second of whole steps; max err: vs the oracle on real rows"))
         for note in notes:
             out.print(f"[yellow]warning[/] {note}", highlight=False)
+    _efficiency(timed, dev, opts, out)
     body = []
     base = {}
     for r in timed:
@@ -101,3 +106,35 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
     out.print(table("workload throughput: timed shapes weighted by their steps",
                     lead + ["steps timed", "shapes timed", "µs/token", "tok/s",
                             "time vs base" if len(specs) == 2 else "-"], body))
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _efficiency(timed: list[dict], dev, opts, out) -> None:
+    """Bytes the kernel must move against bytes it walks, and the roofline (harness.measure
+    .efficiency): padding efficiency and kernel efficiency apart."""
+    body = []
+    for r in timed:
+        for s in r["timing"]["shapes"]:
+            e = s.get("efficiency")
+            if not e:
+                continue
+            body.append([r["workload"], r["subject"], s["shape"],
+                         _num(e["logical_bytes"] / 1e6, ",.2f"),
+                         _num(e["walked_bytes"] / 1e6, ",.2f"), _pct(e["padding_efficiency"]),
+                         _num(e["achieved_gb_per_s"], ",.2f"), _num(e["walked_gb_per_s"], ",.2f"),
+                         _pct(e["kernel_efficiency"]), _pct(e["roofline_fraction"])])
+    if not body:
+        return
+    bw = opts.bandwidth_gbps
+    where = (f"{bw:,.0f} GB/s ({opts.bandwidth_source})" if bw else "unknown bandwidth")
+    out.print(table(
+        f"efficiency per layer on {dev.description}, {where}",
+        ["workload", "subject", "shape", "logical MB", "walked MB", "padding eff",
+         "GB/s logical", "GB/s walked", "kernel eff", "of roofline"], body,
+        caption="logical: real K/V tokens (2·H_kv·head_size·dtype bytes each) + query + output; "
+                "walked: padded slots included; padding eff = logical/walked K/V; kernel eff = "
+                "walked GB/s / the machine's bandwidth; of roofline = logical GB/s / bandwidth; "
+                "warm cache (inputs of the previous call)"))
