@@ -20,7 +20,6 @@ from harness.analyze.comparison import (
 from harness.errors import HarnessError
 from harness.matrix import case_label
 from harness.registry import is_exact, is_timed, lookup
-from harness.store.history import load_identity
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 
@@ -47,9 +46,11 @@ def _pick_series(rows, machine: str | None, env_name: str | None):
 
 def _side(rows, label: str) -> Side:
     first = rows.iloc[0]
-    identity = load_identity(first["file"])
-    return Side(identity.get("label") or label, first["commit"], first["machine"],
-                identity.get("device"), first["env_name"], identity.get("harness_commit"))
+    # read quietly: the history reader already warned about a sidecar it could not trust
+    identity = read_identity(first["file"])
+    return Side((identity.label if identity else "") or label, first["commit"], first["machine"],
+                identity.device if identity else None, first["env_name"],
+                identity.harness_commit if identity else None)
 
 
 def compare_stored(frame, base: str, head: str, machine: str | None = None,

@@ -84,10 +84,20 @@ def run(args) -> int:
 
 def _param_names(results_dir: Path, benchmark: str, machine: str) -> list[str]:
     """The benchmark's parameter names, from the benchmarks.json of the last run."""
+    from harness.cli.common import warn
+    from harness.store.jsonfile import read_json
+    from harness.store.results_format import benchmarks_problem
     for path in (results_dir / machine / "benchmarks.json", results_dir / "benchmarks.json"):
-        if path.exists():
-            data = json.loads(path.read_text())
-            if benchmark in data:
-                return list(data[benchmark].get("param_names", []))
+        try:
+            data = read_json(path)
+            problem = benchmarks_problem(data)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError) as exc:
+            problem = getattr(exc, "strerror", None) or str(exc)
+        if problem:
+            warn(f"{path}: unreadable benchmarks.json ({problem}); skipped")
+        elif isinstance(data.get(benchmark), dict):
+            return list(data[benchmark].get("param_names", []))
     raise ConfigError(f"unknown benchmark {benchmark!r}: not in {results_dir}'s benchmarks.json "
                       "(measure the range's endpoints first)")

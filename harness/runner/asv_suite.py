@@ -216,8 +216,7 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
     with log_path.open("x") as log:
         env = {**os.environ, suite.SUBJECT_ENV: target.spec, suite.TIER_ENV: options.tier,
                suite.SKIP_LOG_ENV: str(skip_log.resolve()), "SPYRE_BENCH_DEVICE": options.device,
-               # ASV's own temporary files inside this run's folder: an interrupt removes them
-               "TMPDIR": str(config.parent)}
+               **_asv_tmpdir(config.parent)}
         resumed = [label for _, label in groups
                    if label in _groups_already_done(target, options)]
         done: list[str] = list(resumed)
@@ -266,6 +265,16 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
     out = results_file(options, target.commit)
     return TargetReport(target, time.monotonic() - started, out if out.exists() else None, failed,
                         log_path, kept=resumed, causes=causes)
+
+
+#: ASV's benchmark server listens on ``<TMPDIR>/asv-forkserver-XXXXXXXX/socket``: AF_UNIX paths
+#: end at 107 bytes, so its files are moved into the run's folder only while that path fits.
+_SOCKET_ROOM = 107 - len("/asv-forkserver-XXXXXXXX/socket")
+
+
+def _asv_tmpdir(folder: Path) -> dict:
+    """ASV's temporary files inside the run's folder, which an interrupt removes with them."""
+    return {"TMPDIR": str(folder)} if len(os.fsencode(folder)) < _SOCKET_ROOM else {}
 
 
 def _groups_already_done(target: Target, options: Options) -> list[str]:
