@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -456,7 +457,7 @@ def _argv(command: str, repo, commit: str, stored: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def interrupted(spyre_repo, tmp_path_factory):
+def interrupted(spyre_repo, tmp_path_factory, request):
     """Every interrupt case started at once; each signalled once its subject holds. Returns
     case id -> (process, its outputs, folder, commit, pids that held)."""
     started = {}
@@ -481,6 +482,8 @@ def interrupted(spyre_repo, tmp_path_factory):
     out = {}
     deadline = time.monotonic() + 150
     waiting = dict(started)
+    request.addfinalizer(lambda: [shutil.rmtree((w / "tmp").resolve(), ignore_errors=True)
+                                  for _, w, *_ in started.values()])
     while waiting:
         for case_id, (proc, w, hold, commit, sig) in list(waiting.items()):
             held = [int(p.name.rsplit("-", 1)[1]) for p in w.glob("hold.at-*")]
@@ -498,7 +501,7 @@ def interrupted(spyre_repo, tmp_path_factory):
     yield out
     for proc, w, hold, *_ in started.values():
         hold.unlink(missing_ok=True)
-        os.rmdir((w / "tmp").resolve())
+        shutil.rmtree((w / "tmp").resolve(), ignore_errors=True)   # the test said if not empty
 
 
 def _alive(pid: int) -> bool:
