@@ -31,6 +31,7 @@ from harness.store.results_format import (  # noqa: F401  (RESULTS_VERSION re-ex
     benchmarks_problem,
     results_problem,
 )
+from harness.store.skip_table import unpack
 
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
            "params", "status", "value", "samples", "q_25", "q_75", "ci_99_a", "ci_99_b",
@@ -140,7 +141,7 @@ def load_identity(results_file: str | Path) -> dict:
         problem = identity_problem(data)
         if problem:
             raise StoredFileError(problem)
-        return data
+        return unpack(data)   # each skip with its sentence, however the sidecar stored it
     except (OSError, ValueError) as exc:
         _warn(side, f"unreadable identity sidecar ({exc})")
         return {}

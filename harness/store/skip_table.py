@@ -54,8 +54,10 @@ def unpack(data: dict) -> dict:
             skipped += [{"benchmark": name, "reason": why} for name in entry["benchmarks"]]
         else:
             skipped.append(entry)
+    if not isinstance(data.get("ladders"), list):   # an older layout: read by its own reader
+        return {**{k: v for k, v in data.items() if k != "reasons"}, "skipped": skipped}
     ladders = []
-    for entry in data.get("ladders") if isinstance(data.get("ladders"), list) else []:
+    for entry in data["ladders"]:
         lad = entry.get("ladders") if isinstance(entry, dict) and "config" in entry else entry
         if isinstance(lad, dict) and "skipped" in lad and not isinstance(lad["skipped"], str):
             plain = {"skipped": sentence(lad["skipped"])}

@@ -71,7 +71,7 @@ def test_two_subjects_with_the_per_sequence_path(capsys):
 
 
 def test_a_wrong_kernel_exits_1_and_shows_no_time(monkeypatch, capsys):
-    monkeypatch.setattr(cli_options, "resolve_subject",
+    monkeypatch.setattr(cli_options, "open_subject",
                         lambda spec: _KernelSubject(dropped_rescale))
     code = main(["kernel", *SMALL_ARGS, "--step", "256,1,65,130", "--repeat", "2"])
     out = capsys.readouterr().out
@@ -80,7 +80,7 @@ def test_a_wrong_kernel_exits_1_and_shows_no_time(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--repeat", "0"], "--repeat must be >= 1"),
+    (["--repeat", "0"], "--repeat: must be >= 1"),
     (["--device", "tpu"], "--device 'tpu': expected one of"),
     (["--no-graphs", "--no-timing"], "leave nothing to measure"),
     (["--subject", "reference:nope"], "unknown policy 'nope'"),
@@ -88,12 +88,17 @@ def test_a_wrong_kernel_exits_1_and_shows_no_time(monkeypatch, capsys):
     (["--backend", "nope"], "--backend 'nope': not a torch.compile backend here"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
-    assert main(["kernel", *argv]) == 2
+    try:
+        code = main(["kernel", *argv])
+    except SystemExit as exc:   # refused while parsing (argparse's own exit)
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err
-    assert err.startswith("spyre-bench: error: ") and message in err and err.count("\n") == 1
+    assert err.startswith(("spyre-bench: error: ", "spyre-bench kernel: error: "))
+    assert message in err and err.count("\n") == 1
 
 
 def test_a_subject_without_a_kernel_is_skipped_with_exit_2(monkeypatch, capsys):
-    monkeypatch.setattr(cli_options, "resolve_subject", lambda spec: _KernelSubject(None))
+    monkeypatch.setattr(cli_options, "open_subject", lambda spec: _KernelSubject(None))
     assert main(["kernel", *SMALL_ARGS, "--step", "256,1,65,130"]) == 2
     assert "skipped" in capsys.readouterr().out
