@@ -116,6 +116,13 @@ def unit(metric: str) -> str:
     return METRICS[metric].unit if metric in METRICS else ""
 
 
+def _padding_efficiency(metric: str, e: dict) -> str:
+    """Beside padded slots per real token: the share of the kernel's K/V work that is real."""
+    if metric != "padded_slots_per_real_token" or not (e["base"] and e["head"]):
+        return ""
+    return f" (padding efficiency {1 / e['base']:.1%} → {1 / e['head']:.1%})"
+
+
 def _log_factor(e: dict) -> float:
     b, h = e["base"], e["head"]
     if b is None or h is None:
@@ -225,6 +232,7 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     if worst is not None:
         same = [e for e in g.effects if e["params"] == worst["params"]]
         effects = [f"{label(m)} {change_with_factor(e['base'], e['head'], unit(m))}"
+                   + _padding_efficiency(m, e)
                    for m in EFFECTS for e in same if e["metric"] == m] or [
             f"{label(worst['metric'])} "
             f"{change_with_factor(worst['base'], worst['head'], unit(worst['metric']))}"]
