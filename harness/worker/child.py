@@ -35,7 +35,11 @@ def serve(make_subject: Callable, requests_fd: int, replies_fd: int, scratch: st
     try:
         os.setsid()   # its own group: the harness ends it and anything it starts, together
         _isolate(scratch, capture)
-        import torch  # noqa: F401  (the harness's own start-up, before the subject's clock starts)
+        import torch  # the harness's own start-up, before the subject's clock starts
+
+        # One intra-op thread unless a measurement asks for more (kernel --threads): OpenMP's
+        # pool does not survive a fork of a process that used it (a parallel region hangs).
+        torch.set_num_threads(1)
         _reply(replies_fd, me, protocol.progress("loading"))
         try:
             subject = make_subject()
