@@ -20,7 +20,7 @@ import pytest
 from harness.config import KV_BUCKETS, EngineConfig, Overrides
 from harness.matrix import Case
 from harness.subjects import resolve_subject
-from harness.worker import open_subject
+from harness.worker import IN_PROCESS_ENV, open_subject
 from harness.worker.proxy import SubjectWorker
 from tests.fixtures.spyre_repo import BUCKETER
 
@@ -72,6 +72,7 @@ HARMLESS = {
 
 def spyre_bench(*args, cwd: Path, tmp: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    env.pop(IN_PROCESS_ENV, None)   # the suite's default (conftest): these test the worker
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -152,11 +153,12 @@ def test_a_hang_that_ignores_the_alarm_is_stopped_by_the_harness(spyre_repo, scr
     assert worker_processes(str(scratch)) == []
 
 
-def test_the_worker_gives_the_figures_of_the_subject_in_process(spyre_repo):
+def test_the_worker_gives_the_figures_of_the_subject_in_process(spyre_repo, monkeypatch):
     """The boundary changes where the code runs, not one figure."""
     from harness.evaluate import config_figures, workload_figures
     from harness.workloads import specs
 
+    monkeypatch.delenv(IN_PROCESS_ENV, raising=False)
     spec = spyre_repo.spec("gen3")
     here, there = resolve_subject(spec), open_subject(spec)
     loads = specs(["bimodal"], steps=4)
@@ -174,7 +176,8 @@ def test_the_worker_gives_the_figures_of_the_subject_in_process(spyre_repo):
         there.close()
 
 
-def test_a_closed_worker_leaves_no_process(spyre_repo):
+def test_a_closed_worker_leaves_no_process(spyre_repo, monkeypatch):
+    monkeypatch.delenv(IN_PROCESS_ENV, raising=False)
     worker = open_subject(spyre_repo.spec("gen4"))
     pid = worker._pid
     worker.close()

@@ -159,9 +159,10 @@ def ladders_snapshot(spec: str, tier: str) -> list:
     """The subject's ladders for every config of the tier (ASV can only store numbers)."""
     from harness.evaluate import config_figures
     from harness.matrix import tier_cases
-    from harness.worker import open_subject
+    from harness.subjects import resolve_subject
     try:
-        subject = open_subject(spec)
+        # in this process: a fork made after ASV's run (threads about) is not safe
+        subject = resolve_subject(spec)
     except HarnessError as exc:
         return [{"skipped": str(exc)}]
     out = []
