@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-# Subjects load in the test process by default: a worker is a fork, and a fork of a pytest process
-# that has run torch and left threads about can deadlock in the child. tests/test_subject_worker.py
-# runs the worker itself, in fresh processes.
-os.environ.setdefault("SPYRE_BENCH_IN_PROCESS", "1")
 
 from tests.fixtures.spyre_repo import FixtureRepo, build_repo
 

@@ -72,7 +72,7 @@ HARMLESS = {
 
 def spyre_bench(*args, cwd: Path, tmp: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-    env.pop(IN_PROCESS_ENV, None)   # the suite's default (conftest): these test the worker
+    env.pop(IN_PROCESS_ENV, None)   # these test the worker
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -277,12 +277,12 @@ def _time_interleaved(out, comparison, base, head, options) -> None:
     from harness import suite
     from harness.analyze.subjects_now import add_kernel_run
     from harness.measure.interleaved import time_subjects
-    from harness.subjects import resolve_subject
+    from harness.worker import open_subject
     out.print(f"timing {base.label} and {head.label} interleaved ({options.tier} probes, "
               f"{suite.torch_threads()} torch thread(s)) ...", markup=False, highlight=False)
     torch.set_num_threads(suite.torch_threads())
-    add_kernel_run(comparison, time_subjects(resolve_subject(base.spec),
-                                             resolve_subject(head.spec), tier=options.tier,
+    add_kernel_run(comparison, time_subjects(open_subject(base.spec),
+                                             open_subject(head.spec), tier=options.tier,
                                              device=options.device))
 
 

@@ -159,10 +159,9 @@ def ladders_snapshot(spec: str, tier: str) -> list:
     """The subject's ladders for every config of the tier (ASV can only store numbers)."""
     from harness.evaluate import config_figures
     from harness.matrix import tier_cases
-    from harness.subjects import resolve_subject
+    from harness.worker import open_subject
     try:
-        # in this process: a fork made after ASV's run (threads about) is not safe
-        subject = resolve_subject(spec)
+        subject = open_subject(spec)
     except HarnessError as exc:
         return [{"skipped": str(exc)}]
     out = []

@@ -85,6 +85,10 @@ class SourceTree:
         self._parsed: dict[str, ModuleSource] = {}
         self._digest: str | None = None
 
+    def __getstate__(self) -> dict:
+        """What crosses to a subject worker: the files, not the compiled or parsed caches."""
+        return {**self.__dict__, "_code": {}, "_parsed": {}}
+
     @classmethod
     def from_dir(cls, root: Path) -> SourceTree:
         files = {}

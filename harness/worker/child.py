@@ -1,8 +1,9 @@
 """Inside the subject worker: load one subject, then answer the harness's requests until it hangs up.
 
-The worker is a fork of the harness made before any subject code ran. It moves into its own
-process group and a scratch folder, sends its own and the subject's output to a capture file,
-bounds its memory, builds the subject (which runs the commit's code) and then serves requests.
+The worker is a fresh interpreter the harness starts (never a fork: a fork of a process with
+threads about, torch's among them, can deadlock in the child) in a session of its own, a scratch
+folder for its cwd and a capture file for its output. It bounds its memory, builds the subject
+(which runs the commit's code) and then serves requests.
 Whatever the subject does (``sys.exit``, ``os._exit``, a fork, a stray thread, an ``atexit``
 handler, a signal handler, a ``chdir``, printing) stays in here: the worker always leaves through
 ``os._exit`` (no ``atexit``, no waiting on threads), a fork of it never answers, and the harness
@@ -15,7 +16,6 @@ import os
 import resource
 import sys
 import traceback
-from collections.abc import Callable
 
 from harness.errors import HarnessError
 from harness.worker import protocol
@@ -27,22 +27,29 @@ _probes: dict = {}
 _device_ready: list[bool] = [False]
 
 
-def serve(make_subject: Callable, requests_fd: int, replies_fd: int, scratch: str,
-          capture: str) -> None:
-    """The worker's whole life; never returns."""
+def main(argv: list[str]) -> None:
+    """``python -m harness.worker.child REQUESTS_FD REPLIES_FD SCRATCH``: started by
+    :class:`harness.worker.proxy.SubjectWorker` in a session of its own, stdout and stderr on
+    the capture file, cwd the scratch folder."""
+    requests_fd, replies_fd, scratch = int(argv[0]), int(argv[1]), argv[2]
+    serve(requests_fd, replies_fd, scratch)
+
+
+def serve(requests_fd: int, replies_fd: int, scratch: str) -> None:
+    """The worker's whole life; never returns. The first request carries the subject's loader
+    (``Located.load``); each later one an op of :data:`OPS`."""
     me = os.getpid()
     code = 0
     try:
-        os.setsid()   # its own group: the harness ends it and anything it starts, together
-        _isolate(scratch, capture)
-        import torch  # the harness's own start-up, before the subject's clock starts
-
-        # One intra-op thread unless a measurement asks for more (kernel --threads): OpenMP's
-        # pool does not survive a fork of a process that used it (a parallel region hangs).
-        torch.set_num_threads(1)
+        _bound_memory()
+        import torch  # noqa: F401  (the harness's own start-up, before the subject's clock starts)
         _reply(replies_fd, me, protocol.progress("loading"))
+        first = protocol.read_request(requests_fd)
+        if first is None:
+            return
+        _set_limit(first["limit_s"])
         try:
-            subject = make_subject()
+            subject = first["args"]["load"]()
         except BaseException as exc:   # noqa: BLE001 - whatever the subject's load does
             _reply(replies_fd, me, _failure(exc))
             return
@@ -72,15 +79,7 @@ def serve(make_subject: Callable, requests_fd: int, replies_fd: int, scratch: st
         os._exit(code)
 
 
-def _isolate(scratch: str, capture: str) -> None:
-    os.chdir(scratch)
-    null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(capture, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(null)
-    os.close(out)
+def _bound_memory() -> None:
     limit = _memory_limit()
     if limit:
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -191,3 +190,7 @@ OPS = {"config_figures": _config_figures, "workload_figures": _workload_figures,
        "prefetch": _prefetch, "describe": _describe, "measure_workload": _measure_workload,
        "prepare_probe": _prepare_probe, "calls_per_sample": _calls_per_sample,
        "sample": _sample, "check_probe": _check_probe, "close_probe": _close_probe}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

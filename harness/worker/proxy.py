@@ -16,6 +16,7 @@ import importlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,8 @@ from harness.worker import protocol
 
 #: Seconds a worker gets on top of its subject work's own limits (start-up, harness work).
 GRACE_S = 10.0
+#: Where the harness package lives: the worker imports it from there, whatever its cwd.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: Seconds a fresh worker may take to start (import torch) before its subject loads.
 STARTUP_S = 120.0
 
@@ -127,27 +130,34 @@ class SubjectWorker(Subject):
     # -- the worker's life ---------------------------------------------------------------------
 
     def _start(self) -> None:
-        from harness.worker.child import serve
-
         self._scratch = tempfile.mkdtemp(prefix="spyre-bench-worker-")
         self._capture = os.path.join(self._scratch, "output.log")
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:   # the worker: never comes back here
-            os.close(req_w)
-            os.close(rep_r)
-            serve(self._load, req_r, rep_w, self._scratch, self._capture)
-        os.close(req_r)
-        os.close(rep_w)
-        self._pid, self._requests, self._replies = pid, req_w, rep_r
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)}
+        try:
+            with open(self._capture, "ab") as capture:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.worker.child", str(req_r), str(rep_w),
+                     self._scratch], pass_fds=(req_r, rep_w), start_new_session=True,
+                    cwd=self._scratch, env=env, stdin=subprocess.DEVNULL, stdout=capture,
+                    stderr=capture)
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        proc.returncode = 0   # reaped by _reap (os.waitpid), never by Popen
+        self._pid, self._requests, self._replies = proc.pid, req_w, rep_r
         _open.add(self)
         limit = timeout.limit()
         # the harness's own start-up first (torch imported), then the subject's load
         message = self._read(time.monotonic() + STARTUP_S, "starting", limit)
         if "progress" in message:
+            try:
+                protocol.write_all(self._requests,
+                                   protocol.request("load", limit, {"load": self._load}))
+            except OSError:
+                raise self._crashed("while loading", "it stopped reading requests") from None
             deadline = None if not limit else time.monotonic() + limit + GRACE_S
             message = self._read(deadline, "loading", limit)
         if "error" in message:
