@@ -127,8 +127,7 @@ def _hello(subject) -> dict:
     return {"spec": subject.spec, "identity": subject.identity,
             "capabilities": sorted(subject.capabilities),
             "lacks": {c: subject.lacks(c) for c in CAPABILITIES},
-            "origin": getattr(subject, "origin", subject.spec),
-            "generation": getattr(subject, "generation", None)}
+            "origin": getattr(subject, "origin", subject.spec)}
 
 
 # -- what a worker does ---------------------------------------------------------------------------
@@ -145,10 +144,6 @@ def _workload_figures(subject, out, case, specs, per_step):
 
 def _prefetch(subject, out, requests):
     return subject.prefetch_workloads(requests)
-
-
-def _describe(subject, out):
-    return subject.describe()
 
 
 def _measure_workload(subject, out, case, spec, options):
@@ -187,7 +182,7 @@ def _close_probe(subject, out, name):
 
 
 OPS = {"config_figures": _config_figures, "workload_figures": _workload_figures,
-       "prefetch": _prefetch, "describe": _describe, "measure_workload": _measure_workload,
+       "prefetch": _prefetch, "measure_workload": _measure_workload,
        "prepare_probe": _prepare_probe, "calls_per_sample": _calls_per_sample,
        "sample": _sample, "check_probe": _check_probe, "close_probe": _close_probe}
 

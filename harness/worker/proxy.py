@@ -66,10 +66,6 @@ class SubjectWorker(Subject):
     def origin(self) -> str:
         return self._hello.get("origin", self.spec) if self._hello else self.spec
 
-    @property
-    def generation(self):
-        return self._hello.get("generation") if self._hello else None
-
     def lacks(self, capability: str) -> str | None:
         if capability in self.capabilities:
             return None
@@ -78,9 +74,6 @@ class SubjectWorker(Subject):
     def bucketing(self, config, overrides):
         raise HarnessError(f"{self.spec}: its bucketing is computed in its worker process "
                            "(harness.evaluate asks for figures)")
-
-    def describe(self) -> dict:
-        return self.call("describe", pieces=2)
 
     # -- requests ------------------------------------------------------------------------------
 
