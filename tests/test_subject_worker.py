@@ -183,3 +183,29 @@ def test_a_closed_worker_leaves_no_process(spyre_repo, monkeypatch):
     worker.close()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+COMMANDS = {
+    "ladders": ["ladders", "--subject", "{bad}", "--tier", "tiny"],
+    "cost": ["cost", "--subject", "{bad}", "--tier", "tiny", "--workload", "bimodal"],
+    "kernel": ["kernel", "--subject", "{bad}", "--tier", "tiny", "--workload", "bimodal",
+               "--no-graphs", "--repeat", "1"],
+    "compare": ["compare", "--base", "{good}", "--head", "{bad}", "--tier", "tiny"],
+    "crosscheck": ["crosscheck", "--subject", "{bad}", "--policy", "latest", "--tier", "tiny"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_that_loads_subjects_says_subject_failed(spyre_repo, scratch, command):
+    """sys.exit(0) when the bucketer is imported: never exit 0, never a traceback, one line."""
+    (old, new), _ = MISBEHAVIOURS["sys.exit(0) at import"]
+    commit = spyre_repo.edit(BUCKETER, old, new, parent="gen4", message="sys.exit at import")
+    argv = [a.format(bad=f"git:{spyre_repo.path}@{commit}", good=spyre_repo.spec("gen4"))
+            for a in COMMANDS[command]]
+    proc = spyre_bench(*argv, cwd=scratch / "cwd", tmp=scratch / "tmp")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("spyre-bench: error")]
+    assert len(errors) == 1 and "subject failed" in errors[0] and "sys.exit(0)" in errors[0]
+    assert left_behind(scratch) == []
+    assert worker_processes(str(scratch)) == []
