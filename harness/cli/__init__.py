@@ -51,6 +51,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
         except BrokenPipeError:
             return EXIT_OK
+        finally:
+            _close_workers()
+
+
+def _close_workers() -> None:
+    """A command's subject workers end with it (also when main() is called in-process)."""
+    proxy = sys.modules.get("harness.worker.proxy")
+    if proxy is not None:
+        proxy.close_all()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ were skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -165,10 +166,11 @@ def ladders_snapshot(spec: str, tier: str) -> list:
     except HarnessError as exc:
         return [{"skipped": str(exc)}]
     out = []
-    for case in tier_cases(tier):
-        fig = config_figures(subject, case)
-        out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
-                    "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
+    with contextlib.closing(subject):   # one worker per target, ended before the next
+        for case in tier_cases(tier):
+            fig = config_figures(subject, case)
+            out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
+                        "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
     return out
 
 

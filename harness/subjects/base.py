@@ -108,6 +108,9 @@ class Subject(ABC):
         graphs are counted); the reference sets none."""
         return {}
 
+    def close(self) -> None:
+        """Release what the subject holds (a worker process ends); a loaded one holds nothing."""
+
     def lacks(self, capability: str) -> str | None:
         """A skip reason if the subject lacks ``capability``, else None."""
         if capability in self.capabilities:
