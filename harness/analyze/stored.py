@@ -50,7 +50,8 @@ def _side(rows, label: str) -> Side:
     identity = read_identity(first["file"])
     return Side((identity.label if identity else "") or label, first["commit"], first["machine"],
                 identity.device if identity else None, first["env_name"],
-                identity.harness_commit if identity else None)
+                identity.harness_commit if identity else None,
+                identity.sources if identity else None)
 
 
 def compare_stored(frame, base: str, head: str, machine: str | None = None,

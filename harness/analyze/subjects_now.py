@@ -71,8 +71,8 @@ def changed_fields(base: dict, head: dict, fields) -> list[str]:
 def compare_subjects(base: Subject, head: Subject, cases: list[Case],
                      workloads: list[WorkloadSpec], **kwargs) -> Comparison:
     """Exact comparison of two subjects computed now (no stored results needed)."""
-    comparison = Comparison(Side(base.spec, _commit(base)), Side(head.spec, _commit(head)),
-                            **kwargs)
+    comparison = Comparison(Side(base.spec, _commit(base), sources=base.sources),
+                            Side(head.spec, _commit(head), sources=head.sources), **kwargs)
     prefetch([base, head], cases, workloads)   # over the cores; the loop below reads the memo
     for case in cases:
         key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}

@@ -19,6 +19,7 @@ from statistics import median
 from harness.config import BATCHED_DECODE
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
+from harness.subjects.sources import PART_ORDER, changed_parts, short_path
 
 #: Which ladder axis explains a cost change best, first.
 AXIS_ORDER = ("batched_num_blocks", "kv", "num_blocks", "query", "batched_num_seqs", "num_seqs")
@@ -27,6 +28,9 @@ AXIS_LABEL = {"batched_num_blocks": "batched num_blocks", "batched_num_seqs": "b
 #: The cost figures reported with a finding, in this order.
 EFFECTS = ("iterations_per_layer_mean", "padded_slots_per_real_token", "h2d_bytes_per_step",
            "mask_bytes_per_step", "distinct_compile_keys")
+#: The parts of the attention path (harness.subjects.sources) in words.
+PART_LABEL = {"bucketer": "bucketer", "builder": "builder", "kernel": "kernels",
+              "env": "env parsing", "other": "other modules"}
 #: Per deployment config: compiled graphs the batched ladder implies.
 COMPILES = "batched_num_blocks_distinct"
 ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
@@ -229,6 +233,9 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     else:
         parts.append("figures changed with no ladder change ("
                      + ", ".join(sorted({label(e["metric"]) for e in g.effects})) + ")")
+    credit = _credit(doc, g)
+    if credit:
+        parts.append(credit)
     if worst is not None:
         same = [e for e in g.effects if e["params"] == worst["params"]]
         effects = [f"{label(m)} {change_with_factor(e['base'], e['head'], unit(m))}"
@@ -247,6 +254,48 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
         parts.append("compiled batched graphs per num_seqs bucket: " + "; ".join(per[:4])
                      + ("; …" if len(per) > 4 else ""))
     return f"{head}: " + ". ".join(parts) + _directions(g.effects)
+
+
+def _credit(doc: dict, g: _Group) -> str | None:
+    """Whose code the group's effects can come from, when the sources say: a ladder change
+    beside an edited builder or kernel is not the ladder's alone."""
+    parts = code_changes(doc)
+    if parts is None or not g.effects:
+        return None
+    others = [p for p in parts if p not in ("bucketer", "other")]
+    if g.changes and others:
+        return (_parts_text(parts, others) + " changed too: these effects are not the ladder's "
+                "alone")
+    if not g.changes and parts:
+        return "code changed: " + _parts_text(parts, list(parts))
+    return None
+
+
+def _parts_text(parts: dict[str, list[str]], names: list[str]) -> str:
+    return ", ".join(f"{PART_LABEL.get(p, p)} ({', '.join(map(short_path, parts[p][:3]))}"
+                     + (", …" if len(parts[p]) > 3 else "") + ")" for p in names)
+
+
+def code_changes(doc: dict) -> dict[str, list[str]] | None:
+    """Part -> the attention-path modules whose content differs between base and head, or
+    None when either side's sources are unknown (the embedded reference, older documents)."""
+    base, head = doc["base"].get("sources"), doc["head"].get("sources")
+    if base is None or head is None:
+        return None
+    return changed_parts(base, head)
+
+
+def _code_finding(doc: dict) -> Finding | None:
+    """Which part's code changed between base and head (by content hash), said once."""
+    parts = code_changes(doc)
+    if parts is None:
+        return None
+    if not parts:
+        return Finding("info", "no attention-path module changed between base and head "
+                               "(bucketer, builder, kernels and env parsing identical)")
+    same = [PART_LABEL[p] for p in PART_ORDER if p not in parts]
+    return Finding("info", "code changed between base and head: " + _parts_text(parts, list(parts))
+                   + (f"; {', '.join(same)} unchanged" if same else ""))
 
 
 def _order(key: tuple) -> tuple:
@@ -373,9 +422,9 @@ def findings(doc: dict) -> list[Finding]:
                            (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
                             if v["ratio"] else 0, t["benchmark"])))
     out.sort(key=lambda f: f.rank)
-    info = _unchanged_default(doc)
-    if info is not None:
-        out.append(info)
+    for info in (_unchanged_default(doc), _code_finding(doc)):
+        if info is not None:
+            out.append(info)
     return out
 
 

@@ -54,7 +54,13 @@ _SIDE = {"type": "object", "additionalProperties": False,
          "properties": {"label": _TEXT,
                         "commit": {"type": ["string", "null"], "pattern": r"[0-9a-f]{40}"},
                         **{k: {"type": ["string", "null"], "maxLength": _LONG}
-                           for k in ("machine", "device", "env_name", "harness")}}}
+                           for k in ("machine", "device", "env_name", "harness")},
+                        # module path -> content hash (harness.subjects.sources)
+                        "sources": {"type": ["object", "null"], "maxProperties": 1024,
+                                    "propertyNames": {"type": "string", "maxLength": 300,
+                                                      "pattern": r"[A-Za-z0-9_./\-]+"},
+                                    "additionalProperties": {"type": "string",
+                                                             "pattern": r"[0-9a-f]{1,64}"}}}}
 _REASONED = {"type": "array", "maxItems": _MANY, "items": {
     "type": "object", "additionalProperties": False, "required": ["what", "why"],
     "properties": {"what": _TEXT, "why": _TEXT}}}

@@ -156,33 +156,35 @@ def _run_group(cmd: list[str], env: dict, log, on_percent: Callable[[float], Non
         raise
 
 
-def ladders_snapshot(spec: str, tier: str) -> list:
-    """The subject's ladders for every config of the tier (ASV can only store numbers)."""
+def subject_snapshot(spec: str, tier: str) -> tuple[list, dict | None]:
+    """What ASV cannot store (it stores numbers): the subject's ladders for every config of the
+    tier, and the content hash of each attention-path module it ran (None: no source tree)."""
     from harness.evaluate import config_figures
     from harness.matrix import tier_cases
     from harness.worker import open_subject
     try:
         subject = open_subject(spec)
     except HarnessError as exc:
-        return [{"skipped": str(exc)}]
+        return [{"skipped": str(exc)}], None
     out = []
     with contextlib.closing(subject):   # one worker per target, ended before the next
         for case in tier_cases(tier):
             fig = config_figures(subject, case)
             out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
                         "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
-    return out
+    return out, subject.sources
 
 
 def write_identity(path: Path, target: Target, options: Options, skipped: list[dict],
                    interrupted: bool, groups_done: list[str] | None = None) -> Path:
     from harness.store.identity import Identity
+    ladders, sources = subject_snapshot(target.spec, options.tier)
     return Identity(subject=target.spec, commit=target.commit, label=target.label,
                     harness_version=__version__, harness_commit=harness_commit(),
                     device=options.device, tier=options.tier, python=sys.version.split()[0],
                     skipped=skipped, interrupted=interrupted, bench=options.bench,
-                    groups_done=list(groups_done or []),
-                    ladders=ladders_snapshot(target.spec, options.tier)).write(path)
+                    groups_done=list(groups_done or []), ladders=ladders,
+                    sources=sources).write(path)
 
 
 def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
@@ -191,7 +193,10 @@ def run_targets(targets: list[Target], options: Options, progress=None) -> Itera
     groups = _groups(options)
     with results_lock(options.results_dir), \
             tempfile.TemporaryDirectory(prefix="spyre-bench-asv-") as tmp:
-        ensure_machine(options.machine)
+        # the bandwidth efficiency is judged against, in the machine's info (and so in every
+        # results file): measured once per machine and cached, else the published figure
+        from harness.measure.efficiency import machine_fields
+        ensure_machine(options.machine, fields=machine_fields(options.device))
         config = write_config(Path(tmp) / "asv.conf.json", options.repo, options.results_dir,
                               branches=[options.branch or current_branch(options.repo)])
         for target in targets:

@@ -41,6 +41,9 @@ class Identity:
     #: .., "overrides": ..}, "ladders": {axis: [..]} or {"skipped": reason}}`` per config, or one
     #: ``{"skipped": reason}`` when the subject could not be loaded at all.
     ladders: list = field(default_factory=list)
+    #: Content hash of each attention-path module the subject runs (harness.subjects.sources):
+    #: which part's code changed between two stored commits. None: not known (the reference).
+    sources: dict | None = None
 
     @property
     def complete(self) -> bool:
@@ -95,7 +98,8 @@ def sidecar(results_file: str | Path) -> Path:
 #: Fields a reader uses, and the types a sidecar must hold them as (None allowed for each).
 _TYPES = {"subject": str, "commit": str, "label": str, "harness_version": str,
           "harness_commit": str, "device": str, "tier": str, "python": str, "skipped": list,
-          "interrupted": bool, "bench": str, "groups_done": list, "ladders": (list, dict)}
+          "interrupted": bool, "bench": str, "groups_done": list, "ladders": (list, dict),
+          "sources": dict}
 
 
 def identity_problem(data) -> str | None:
@@ -115,6 +119,10 @@ def identity_problem(data) -> str | None:
             isinstance(e.get("config", {}), dict) and isinstance(e.get("ladders", {}), dict)
             for e in ladders):
         return "ladders entries are not config/ladders objects"
+    sources = data.get("sources")
+    if isinstance(sources, dict) and not all(isinstance(k, str) and isinstance(v, str)
+                                             for k, v in sources.items()):
+        return "sources is not a path -> hash object"
     return None
 
 

@@ -75,6 +75,9 @@ class Subject(ABC):
     #: A stable identity for results: a commit hash, or policy plus harness version.
     identity: str
     capabilities: frozenset[str]
+    #: Content hash of each attention-path module it runs (:mod:`harness.subjects.sources`);
+    #: None for a subject with no source tree (the embedded reference).
+    sources: dict[str, str] | None = None
 
     @abstractmethod
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:

@@ -70,6 +70,7 @@ from harness.subjects.loader import (
     where,
 )
 from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
+from harness.subjects.sources import module_hashes
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -138,6 +139,7 @@ class SpyreInferenceSubject(Subject):
         #: Which version, in words: "commit 1a2b3c4d5e6f", "checkout /src/si", ...
         self.where = where_
         self.tree = tree
+        self.sources = module_hashes(tree.files)
         self.mode = "stack" if stack else "path"
         self._missing: dict[str, str] = {}
         self._memo: dict[tuple, Bucketing | HarnessError] = {}

@@ -51,9 +51,11 @@ _open: set[SubjectWorker] = set()
 class SubjectWorker(Subject):
     """A subject loaded and driven in a worker process (see module docstring)."""
 
-    def __init__(self, spec: str, load: Callable[[], Subject], label: str):
+    def __init__(self, spec: str, load: Callable[[], Subject], label: str,
+                 sources: dict[str, str] | None = None):
         self.spec = spec
         self.identity = label
+        self.sources = sources
         self.capabilities = frozenset()
         self._load, self._label = load, label
         self._pid: int | None = None
