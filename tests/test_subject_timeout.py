@@ -31,8 +31,9 @@ def test_a_looping_bucketer_is_one_error_line_and_exit_2_within_the_timeout(spyr
     assert elapsed < 60  # 3 s of subject code plus the command's start-up
 
 
-def test_help_says_loading_a_subject_executes_its_code():
+def test_help_says_a_subjects_code_runs_in_a_worker_of_its_own():
     done = subprocess.run([sys.executable, "-m", "harness", "cost", "--help"],
                           capture_output=True, text=True, check=True)
     text = " ".join(done.stdout.split())
-    assert "EXECUTES its code" in text and "--subject-timeout" in text
+    assert "code runs (import, bucketer, metadata builder) in a worker process of its own" in text
+    assert "only name checkouts you trust" in text and "--subject-timeout" in text

@@ -91,10 +91,11 @@ def add_subjects(p: argparse.ArgumentParser) -> None:
     g.add_argument("--head", metavar="SPEC", help="subject compared against --base")
     g.add_argument("--subject-timeout", metavar="SECONDS", default=None,
                    type=number(0, most=MAX_SUBJECT_TIMEOUT),
-                   help="loading a git:/path:/installed subject EXECUTES its code in this process "
-                        "(import, bucketer, metadata builder): only name checkouts you trust. "
-                        "Each load or drive of it is stopped after SECONDS (default 60, or "
-                        "$SPYRE_BENCH_SUBJECT_TIMEOUT; 0: no limit), one error line, exit 2")
+                   help="a git:/path:/installed subject's code runs (import, bucketer, metadata "
+                        "builder) in a worker process of its own, as this user: only name "
+                        "checkouts you trust. Each load or drive of it is stopped after SECONDS "
+                        "(default 60, or $SPYRE_BENCH_SUBJECT_TIMEOUT; 0: no limit), one error "
+                        "line, exit 2")
 
 
 def subjects(args) -> list[Subject]:
