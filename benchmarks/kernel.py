@@ -61,6 +61,52 @@ class Decode:
     describe(time_layer, "kernel.Decode.time_layer")
 
 
+class DecodeBytes:
+    """Per probe, the bytes one layer must move and the bytes it walks on the subject's bucket
+    (exact: the model's padded slots, no kernel run). With ``Decode.time_layer`` and the
+    bandwidth in the machine's info they give kernel efficiency and the fraction of the roofline
+    over the history (the report's efficiency plots)."""
+
+    params = [list(_PROBES)]
+    param_names = ["probe"]
+    timeout = 120
+
+    @suite.skipped_when_not_drivable
+    def setup_cache(self):
+        import dataclasses
+
+        from harness.config import Overrides
+        from harness.measure.efficiency import step_bytes
+        from harness.model.cost import step_cost
+        from harness.workloads import parse_step
+        subject = suite.subject()
+        if subject.lacks("bucketer"):
+            return {"skipped": subject.lacks("bucketer")}
+        table = {}
+        for name, probe in _PROBES.items():
+            config = probe.engine_config()
+            bucketing = subject.bucketing(config, Overrides.from_env(probe.env))
+            if probe.per_sequence:   # as probes.prepare forces it
+                bucketing = dataclasses.replace(bucketing, batched_enabled=False)
+            step = parse_step(probe.step, probe.name)
+            table[name] = step_bytes(config, step, step_cost(bucketing, config, step)
+                                     .padded_kv_slots)
+        return table
+
+    def setup(self, table, probe):
+        if "skipped" in table:
+            suite.skip(f"kernel.DecodeBytes[{probe}]", table["skipped"])
+        self.figures = table[probe]
+
+    def track_walked_bytes(self, table, probe):
+        return self.figures["walked_bytes"]
+    describe(track_walked_bytes, "kernel.DecodeBytes.track_walked_bytes")
+
+    def track_logical_bytes(self, table, probe):
+        return self.figures["logical_bytes"]
+    describe(track_logical_bytes, "kernel.DecodeBytes.track_logical_bytes")
+
+
 class Compile:
     """Graphs compiled for a workload (eager backend: counting, not compiling, is the point)."""
 

@@ -76,6 +76,12 @@ def _all() -> dict[str, BenchmarkDef]:
         BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
                      "wall time of one layer of batched decode attention for a probe's batch, on "
                      "the bucket the subject picks, after an oracle check"),
+        BenchmarkDef("kernel.DecodeBytes.track_walked_bytes", "bytes", True,
+                     "bytes one layer of a probe's batch walks on the bucket the subject picks "
+                     "(K/V of every padded slot, query and output; the exact model)"),
+        BenchmarkDef("kernel.DecodeBytes.track_logical_bytes", "bytes", True,
+                     "bytes one layer of a probe's batch must move (K/V of its real tokens, query "
+                     "and output)"),
         BenchmarkDef("kernel.Compile.track_graphs", "graphs", True,
                      "graphs torch.compile builds for a workload (warmup variants and steps)"),
         BenchmarkDef("kernel.Compile.track_late_compiles", "graphs", True,

@@ -166,3 +166,22 @@ def test_report_page_renders_in_headless_chromium(measured, tmp_path):
     assert page.svg_paths > 0 and "not measured in this history" in page.text
     assert "Latest change points" in page.text and c[5][:12] in page.text
     assert page.screenshot.stat().st_size > 10_000
+
+
+def test_the_committed_history_says_which_bandwidth_it_was_judged_against(measured):
+    """Every nightly run records the machine's bandwidth (measured once, in HOME's cache) in the
+    machine's info: the committed machine.json and every results file's params hold it."""
+    repo, c, home, results, *_ = measured
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or str(home / ".cache"), "spyre-bench",
+                         "bandwidth.json")
+    with open(cache) as f:
+        [cached] = json.load(f).values()
+    expected = f"{cached['gb_per_s']:.1f} GB/s cpu (copy benchmark)"
+    show = subprocess.run(["git", "-C", str(home / "history"), "show",
+                           "HEAD:results/spyre-0/machine.json"], capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["bandwidth"] == expected
+    files = sorted((results / "spyre-0").glob("*-cpu.json"))
+    assert len(files) >= 4      # the nightly's four (bisect, when it ran first, adds one)
+    for path in files:
+        assert json.loads(path.read_text())["params"]["bandwidth"] == expected, path

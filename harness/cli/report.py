@@ -15,7 +15,10 @@ def register(sub) -> None:
         "report", help="build the dashboard: report page + asv publish graphs",
         description="Write a static site: index.html (ladders per config over time, padding and "
                     "iterations per workload, compile counts per commit, kernel time per device, "
-                    "the latest change points; plots inline, no script, no network) and, with "
+                    "efficiency per commit: padding efficiency per workload, kernel efficiency and "
+                    "the fraction of the roofline per probe against the bandwidth each run stored "
+                    "in its machine's info; the latest change points; plots inline, no script, no "
+                    "network) and, with "
                     "--asv, ASV's own per-benchmark graphs under asv/.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,

@@ -11,7 +11,9 @@ walks is more, the padded slots of its bucket included. So a row splits in two:
 
 and achieved bandwidth on logical bytes is their product times the bandwidth. The bandwidth is a
 copy benchmark measured once per machine and cached (``~/.cache/spyre-bench/bandwidth.json``,
-keyed by machine and device), with published figures as defaults for known devices.
+keyed by machine and device), with published figures as defaults for known devices. The figure a
+run is judged against is also written into the machine's info (:func:`machine_fields`, one field
+ASV copies into every results file), so each stored row says which roofline it was judged against.
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ def logical_bytes(config, seq_lens, query_lens=None) -> dict:
     kv = 2 * token * sum(seq_lens)
     io = 2 * heads * config.head_size * config.dtype_bytes * q_tokens   # query in, output out
     return {"kv": kv, "query_output": io, "total": kv + io}
+
+
+def walked_kv_bytes(config, padded_kv_slots: int) -> int:
+    """K/V bytes a layer walks over ``padded_kv_slots`` slots (the exact model's padded slots)."""
+    return 2 * padded_kv_slots * config.num_kv_heads * config.head_size * config.dtype_bytes
+
+
+def step_bytes(config, step, padded_kv_slots: int) -> dict:
+    """Logical and walked bytes of one layer of a step, both exact: what the ASV suite tracks per
+    probe so the history can turn a stored time into efficiency."""
+    logical = logical_bytes(config, [s.seq_len for s in step], [s.query_len for s in step])
+    return {"logical_bytes": logical["total"],
+            "walked_bytes": walked_kv_bytes(config, padded_kv_slots) + logical["query_output"]}
 
 
 def row_efficiency(config, seq_lens, query_lens, walked_kv_bytes: int, seconds_per_layer: float,
@@ -96,6 +111,47 @@ def machine_bandwidth(device, measure: bool = True, cache: Path | None = None) -
     except OSError:
         pass   # an unwritable cache costs a measurement next time, nothing else
     return found
+
+
+#: The machine-info field (ASV's machine.json, each results file's ``params``) that holds the
+#: bandwidth a run was judged against, as ``"<GB/s> GB/s <device kind> (<source>)"``.
+MACHINE_FIELD = "bandwidth"
+
+
+def machine_value(found: dict, kind: str) -> str | None:
+    """The machine-info text of a :func:`machine_bandwidth` answer (None when nothing is known)."""
+    gbps = found.get("gb_per_s")
+    if not isinstance(gbps, (int, float)) or not 0 < gbps < float("inf"):
+        return None
+    return f"{gbps:.1f} GB/s {kind} ({found.get('source') or 'unknown source'})"
+
+
+def parse_machine_value(text, kind: str) -> float | None:
+    """GB/s from a stored :func:`machine_value`, when it was measured for device ``kind``."""
+    parts = text.split(" ", 3) if isinstance(text, str) else []
+    if len(parts) < 3 or parts[1] != "GB/s" or parts[2] != kind:
+        return None
+    try:
+        gbps = float(parts[0])
+    except ValueError:
+        return None
+    return gbps if gbps > 0 else None
+
+
+def judged_bandwidth(device, cache: Path | None = None) -> dict:
+    """:func:`machine_bandwidth`, or the published figure when the copy benchmark cannot run
+    (out of device memory, a backend torch was not built with): a run still records a roofline."""
+    try:
+        return machine_bandwidth(device, cache=cache)
+    except (RuntimeError, AssertionError, MemoryError):   # torch: "not compiled with CUDA" asserts
+        return machine_bandwidth(device, measure=False, cache=cache)
+
+
+def machine_fields(kind: str, cache: Path | None = None) -> dict:
+    """The machine-info fields for a run on device ``kind`` (:func:`judged_bandwidth`)."""
+    from harness.measure.device import select
+    device = select(kind)
+    return {MACHINE_FIELD: machine_value(judged_bandwidth(device, cache), device.name)}
 
 
 def copy_bandwidth(device, size: int = 256 << 20, repeat: int = 5) -> float:

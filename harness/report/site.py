@@ -1,12 +1,14 @@
-"""The static report page: ladders, padding and iterations, compile counts and throughput over
-the history, and the latest change points. One self-contained HTML file (plots inline as SVG, no
-script, no network), next to ``asv publish``'s per-benchmark graphs.
+"""The static report page: ladders, padding and iterations, compile counts, throughput and
+efficiency (padding, kernel, fraction of the roofline) over the history, and the latest change
+points. One self-contained HTML file (plots inline as SVG, no script, no network), next to
+``asv publish``'s per-benchmark graphs.
 """
 
 from __future__ import annotations
 
 import html
 import io
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from pathlib import Path
 from harness import __version__
 from harness.analyze.changepoints import Regression
 from harness.matrix import case_label
+from harness.report import efficiency_history as eff
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 
@@ -28,6 +31,9 @@ COMPILE_FIGURES = (("exact.Config.track_batched_keys_reachable", "batched compil
                    ("exact.Workload.track_late_compiles", "late compiles (keys warmup misses)"),
                    ("kernel.Compile.track_graphs", "graphs torch.compile built"))
 LADDER_AXES = ("batched_num_blocks", "kv", "batched_num_seqs")
+#: Override sets whose padding efficiency is plotted at the focus config: the review's config with
+#: batched decode on, and with its KV override above the limit (the #810 case).
+PADDING_OVERRIDES = ("batched", "kv-above-limit")
 
 #: The page's last element: once it is in the DOM, every plot before it is (tests wait on it).
 END_MARK = '<footer id="report-end" hidden></footer>'
@@ -58,16 +64,19 @@ def _line_plot(title: str, commits: list[Commit], series: dict[str, dict[str, fl
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(9, 3.2))
     x = list(range(len(commits)))
-    for name, values in sorted(series.items()):
-        ys = [values.get(c.hash, math.nan) for c in commits]
-        ax.plot(x, ys, marker="o", markersize=3, label=name)
+    names = sorted(series)
+    for i, name in enumerate(names):
+        ys = [series[name].get(c.hash, math.nan) for c in commits]
+        # gid: the series' group in the SVG (a marker per measured commit), named in data-series
+        ax.plot(x, ys, marker="o", markersize=3, label=name, gid=f"series-{i}")
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.set_xticks(x, [c.hash[:8] for c in commits], rotation=60, fontsize=7)
     ax.grid(alpha=0.3)
     if series:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return f'<figure class="plot" data-title="{html.escape(title)}">{_svg(fig)}</figure>'
+    return (f'<figure class="plot" data-title="{html.escape(title)}" '
+            f'data-series="{html.escape(json.dumps(names))}">{_svg(fig)}</figure>')
 
 
 def _focus_rows(frame, benchmark: str, focus: dict):
@@ -145,6 +154,61 @@ def _changes_table(regressions: list[Regression]) -> str:
             f"</thead><tbody>{''.join(rows)}</tbody></table>")
 
 
+def _first_to_latest(title: str, commits: list[Commit],
+                     series: dict[str, dict[str, float]]) -> str:
+    """Each series' first and latest measured value (the plot's exact numbers, as text)."""
+    rows = []
+    for name in sorted(series):
+        measured = [(c, series[name][c.hash]) for c in commits if c.hash in series[name]]
+        if not measured:
+            continue
+        (first, a), (last, b) = measured[0], measured[-1]
+        rows.append(f"<tr><th>{html.escape(name)}</th><td><code>{first.hash[:8]}</code> "
+                    f"{a:.1f}%</td><td><code>{last.hash[:8]}</code> {b:.1f}%</td></tr>")
+    if not rows:
+        return ""
+    return (f"<table class='efficiency' data-title='{html.escape(title)}'><thead><tr>"
+            "<th>series</th><th>first measured</th>"
+            f"<th>latest</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _efficiency_section(frame, commits: list[Commit], focus: dict) -> list[str]:
+    """Padding efficiency (exact) per workload, then kernel efficiency and the fraction of the
+    roofline per probe and device against the bandwidth each row's machine info recorded."""
+    base = {k: v for k, v in focus.items() if k != "overrides"}
+    overrides = list(dict.fromkeys(([focus["overrides"]] if "overrides" in focus else [])
+                                   + list(PADDING_OVERRIDES)))
+    parts = ["<h2 id='efficiency'>Efficiency per commit</h2>",
+             "<p class='meta'>padding efficiency = real KV tokens / padded KV slots walked "
+             "(exact); kernel efficiency = bytes walked per second / the machine's memory "
+             "bandwidth; of roofline = bytes the kernel must move per second / that bandwidth. "
+             "Each timed point is judged against the bandwidth stored with its own run's "
+             "machine info.</p>"]
+    for env in overrides:
+        title = (f"padding efficiency at {case_label(dict(base, overrides=env))} "
+                 "(% of walked KV slots that are real tokens)")
+        series = eff.padding_series(frame, dict(base, overrides=env))
+        parts += [_line_plot(title, commits, series, "%"),
+                  _first_to_latest(title, commits, series)]
+    found = eff.roofline_series(frame)
+    if not found:
+        parts.append("<p class='nodata'>kernel efficiency: not measured in this history (it "
+                     "needs kernel.Decode.time_layer and kernel.DecodeBytes of the same run).</p>")
+    for device, r in sorted(found.items()):
+        judged = "; ".join(f"{html.escape(m)}: {html.escape(', '.join(sorted(t)))}"
+                           for m, t in sorted(r.judged.items()))
+        parts.append(f"<p class='meta bandwidth' data-device='{html.escape(device)}'>"
+                     f"{html.escape(device)}: judged against {judged or 'no stored bandwidth'}"
+                     + (f"; {r.unjudged} timed row(s) without a stored bandwidth for "
+                        f"{html.escape(device)} left out" if r.unjudged else "") + "</p>")
+        for title, series in ((f"kernel efficiency on {device} (% of memory bandwidth)",
+                               r.kernel),
+                              (f"fraction of the roofline on {device} (%)", r.roofline)):
+            parts += [_line_plot(title, commits, series, "%"),
+                      _first_to_latest(title, commits, series)]
+    return parts
+
+
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
@@ -186,6 +250,7 @@ def build(frame, regressions: list[Regression], commits: list[Commit], out_dir: 
                   for (p, m), gg in g.groupby(["param:probe", "machine"])
                   for s in [_sum_by_commit(gg)]}
         parts.append(_line_plot(f"time per layer on {device} (ms)", commits, series, "ms"))
+    parts += _efficiency_section(frame, commits, focus)
     page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<title>spyre-bench report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}{END_MARK}</body></html>")

@@ -2,6 +2,9 @@
 
 With no machine file and no terminal, ``asv run`` exits 1; ``asv machine --yes`` stores an
 incomplete entry. Writing every field ourselves is reliable, and merging keeps other entries.
+Fields the harness measures (the memory bandwidth a run's efficiency is judged against,
+``harness.measure.efficiency.machine_fields``) are passed in and replace what the entry held: ASV
+copies the entry into ``results/<machine>/machine.json`` and every results file's ``params``.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ def machine_file() -> Path:
     return Path(os.path.expanduser("~/.asv-machine.json"))
 
 
-def ensure_machine(name: str, path: Path | None = None) -> dict:
-    """Add or complete ``name`` in ASV's machine file, keeping every other entry."""
+def ensure_machine(name: str, path: Path | None = None, fields: dict | None = None) -> dict:
+    """Add or complete ``name`` in ASV's machine file, keeping every other entry. ``fields``
+    replace the entry's values (a None value removes the field: nothing known any more)."""
     path = path or machine_file()
     data = {}
     if path.exists():
@@ -55,6 +59,11 @@ def ensure_machine(name: str, path: Path | None = None) -> dict:
         except ValueError:
             data = {}
     entry = {**machine_info(name), **{k: v for k, v in data.get(name, {}).items() if v}}
+    for key, value in (fields or {}).items():
+        if value is None:
+            entry.pop(key, None)
+        else:
+            entry[key] = value
     entry["machine"] = name
     data[name] = entry
     data["version"] = 1
