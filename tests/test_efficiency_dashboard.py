@@ -46,7 +46,7 @@ def measured(spyre_repo, tmp_path_factory):
         "--results-dir", str(results), "--machine", "eff-box", "--device", "cpu",
         "--tier", "tiny", "--bench", BENCH, home=home)
     cli("report", "--results-dir", str(results), "--repo", str(spyre_repo.path),
-        "--branch", "main", "--out", str(home / "site"), home=home)
+        "--branch", "main", "--out", str(home / "site"), "--asv", home=home)
     return spyre_repo, home, results
 
 
@@ -130,3 +130,14 @@ def test_the_page_plots_efficiency_per_commit_offline(measured):
     # the exact figures, first and latest, as the page states them
     assert cells == [f"{c['pre-810'][:8]} {padding[c['pre-810']]:.1f}%",
                      f"{c['810-clamp'][:8]} {padding[c['810-clamp']]:.1f}%"]
+
+
+def test_asv_graphs_of_results_that_record_a_bandwidth_render_offline(measured):
+    """The bandwidth is one more machine param ASV keys its graphs by ('GB/s' holds a slash):
+    asv publish's graph of the new benchmark still loads and draws."""
+    _, home, _ = measured
+    from tests.browser import open_asv_site
+    site = open_asv_site(home / "site" / "asv", "kernel.DecodeBytes.track_walked_bytes",
+                         os.path.join(ARTIFACTS, "asv-efficiency.png"))
+    assert site.outside == [] and site.console_errors == []
+    assert site.plots >= 1 and site.grid >= 2
