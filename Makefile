@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-inductor test-real bench bench-kernel venv clean
+.PHONY: run test test-inductor test-real test-vllm bench bench-kernel venv clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,25 @@ test-real: $(STAMP)
 	SPYRE_BENCH_REAL="$(REAL)" REAL_REVS="$(REAL_REVS)" $(BIN)/python -m pytest \
 		tests/real -v
 
+## Opt-in contract with the real vLLM 0.27.1: the fixture commits (and REAL's, as for test-real)
+## through cost and ladders with the stand-ins and with the real vLLM, figures identical. Its own
+## venv: the project as `make venv` installs it, then vLLM and the packages its imports need, all
+## with --no-deps (vLLM's declared dependencies pull CUDA, triton and xgrammar).
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): pyproject.toml requirements/constraints.txt requirements/vllm-constraints.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-c requirements/constraints.txt -e '.[test]'
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		-r requirements/vllm-constraints.txt
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	SPYRE_BENCH_REAL="$(REAL)" REAL_REVS="$(REAL_REVS)" $(VLLM_VENV)/bin/python -m pytest \
+		tests/vllm_contract -v
+
 ## Benchmarks of the harness itself (pytest-benchmark), with their timings.
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,max,rounds
@@ -47,7 +66,7 @@ bench-kernel: $(STAMP)
 ## `make test`), logs and the reference repository, caches, build output, and the git-ignored
 ## files in results/ (laptop runs of the reference; committed history stays).
 clean:
-	rm -rf $(VENV) .asv .pytest_cache .ruff_cache .benchmarks .hypothesis build dist html \
+	rm -rf $(VENV) $(VLLM_VENV) .asv .pytest_cache .ruff_cache .benchmarks .hypothesis build dist html \
 		test-artifacts *.egg-info .spyre-bench.lock
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 	if git rev-parse --git-dir >/dev/null 2>&1; then git clean -fdXq -- results; fi

@@ -40,6 +40,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
+from harness.subjects.vllm_standins import Attention, VllmConfig
 
 BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
@@ -411,6 +412,29 @@ def _construct(cls, known: dict, what: str):
     return cls(**kwargs)
 
 
+#: CommonAttentionMetadata class -> the names of ``common_attention_metadata``'s values it takes
+_METADATA_FIELDS: dict = {}
+
+
+def common_attention_metadata(cls, **values):
+    """``cls`` (the loaded vLLM's CommonAttentionMetadata) from the values it takes, by name:
+    its fields differ between releases (0.32 dropped ``_seq_lens_cpu``), so what it does not
+    name is left out, and a required field the harness has no value for is a NotDrivable."""
+    names = _METADATA_FIELDS.get(cls)
+    if names is None:
+        try:
+            params = inspect.signature(cls).parameters
+        except (TypeError, ValueError) as exc:
+            raise NotDrivable(f"CommonAttentionMetadata: unreadable signature ({exc})") from None
+        unknown = [n for n, p in params.items() if p.default is p.empty and n not in values
+                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if unknown:
+            raise NotDrivable(f"CommonAttentionMetadata({', '.join(params)}): spyre-bench "
+                              f"cannot supply {', '.join(unknown)}")
+        names = _METADATA_FIELDS[cls] = tuple(n for n in values if n in params)
+    return cls(**{n: values[n] for n in names})
+
+
 # -- which backend ---------------------------------------------------------------------------
 
 #: The knob whose value picks the decoder attention backend (the newest envs.py).
@@ -564,7 +588,9 @@ class BuilderSession:
         self._wrap_convert()
         vllm_config_mod = sys.modules["vllm.config"]
         c = self.config
-        self.vllm_config = engine_vllm_config(c, vllm_config_mod.VllmConfig,
+        # the engine's config and layer are the harness's own (it plays the engine): vLLM's
+        # VllmConfig needs a model to be built; the compilation mode is the loaded vLLM's
+        self.vllm_config = engine_vllm_config(c, VllmConfig,
                                               vllm_config_mod.CompilationMode.STOCK_TORCH_COMPILE)
         self._stack.enter_context(vllm_config_mod.set_current_vllm_config(self.vllm_config))
         # what the engine hands a decoder layer's builder: a full-attention spec, windowed
@@ -582,8 +608,7 @@ class BuilderSession:
                 "scale": c.head_size ** -0.5, "num_kv_heads": c.num_kv_heads,
                 "alibi_slopes": None, "sliding_window": c.sliding_window, "kv_cache_dtype": "auto",
                 "logits_soft_cap": None}, IMPL_CLASS)
-            layer_cls = sys.modules["vllm.model_executor.layers.attention.attention"].Attention
-            self.layer = layer_cls(c.num_heads, c.head_size, c.head_size ** -0.5,
+            self.layer = Attention(c.num_heads, c.head_size, c.head_size ** -0.5,
                                    c.num_kv_heads, prefix=LAYER_NAME, impl=self.impl)
             self.vllm_config.compilation_config.static_forward_context[LAYER_NAME] = self.layer
             self.builder = _construct(self.builder_cls, {
@@ -665,12 +690,12 @@ class BuilderSession:
         slot_mapping = table[seq_of_token, tokens // bs].to(torch.int64) * bs + tokens % bs
         qsl = torch.tensor(starts, dtype=torch.int32)
         lens = torch.tensor(seq_lens, dtype=torch.int32)
-        cam = sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata
-        return cam(query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens,
-                   _seq_lens_cpu=lens, num_reqs=n, num_actual_tokens=starts[-1],
-                   max_query_len=max(query_lens), max_seq_len=max(seq_lens),
-                   block_table_tensor=table, slot_mapping=slot_mapping, causal=True,
-                   is_prefilling=torch.tensor([q > 1 for q in query_lens]))
+        return common_attention_metadata(
+            sys.modules["vllm.v1.attention.backend"].CommonAttentionMetadata,
+            query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=lens, _seq_lens_cpu=lens,
+            num_reqs=n, num_actual_tokens=starts[-1], max_query_len=max(query_lens),
+            max_seq_len=max(seq_lens), block_table_tensor=table, slot_mapping=slot_mapping,
+            causal=True, is_prefilling=torch.tensor([q > 1 for q in query_lens]))
 
     def build(self, step, seed: int = 0):
         """The step's metadata through the subject's ``build()``; the transfer log starts here,

@@ -7,7 +7,9 @@ spyre-inference's package root imports vLLM, but the bucketer needs only the sta
 * the four env overrides are set exactly as asked (and unset otherwise, so the caller's shell
   cannot leak in); every other change to ``os.environ`` is undone on exit;
 * ``vllm``, ``vllm.config`` and ``vllm.logger`` are small stand-ins; any other ``vllm`` module
-  fails to import, which is the honest answer for a by-path load;
+  fails to import, which is the honest answer for a by-path load. Where the real vLLM can be
+  imported (``SPYRE_BENCH_VLLM``, :mod:`harness.subjects.vllm_real`) the commit imports it
+  instead: it stays imported across windows, and what a load registers with it is undone;
 * every ``spyre_inference...`` name is served from the snapshot by a meta-path finder: packages
   are bare (no ``__init__`` runs: the real root imports vLLM), modules run from their own source
   and are registered in ``sys.modules`` before they execute (dataclasses need that);
@@ -24,6 +26,7 @@ import vLLM concurrently.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -40,7 +43,7 @@ from pathlib import Path
 
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
-from harness.subjects import torch_spyre_standins
+from harness.subjects import torch_spyre_standins, vllm_real
 from harness.subjects.extract import ModuleSource, NotSelfContained
 from harness.subjects.vllm_standins import close_modules
 from harness.subjects.vllm_standins import modules as vllm_standin_modules
@@ -194,12 +197,24 @@ class CaptureHandler(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def vllm_standins(handler: logging.Handler) -> dict[str, types.ModuleType]:
+class StandIns(dict):
+    """Modules a window puts in ``sys.modules`` by name; ``real`` is the window's isolation of
+    the real vLLM when the subject imports that instead of stand-ins (None otherwise)."""
+
+    real: vllm_real.RealWindow | None = None
+
+
+def vllm_standins(handler: logging.Handler) -> StandIns:
     """The vLLM stand-ins (:mod:`harness.subjects.vllm_standins`): ``vllm.config``,
-    ``vllm.logger`` (what the bucketer needs) and the names the attention path imports; and,
-    where torch-spyre is not installed, the few ``torch_spyre`` names its kernels use
-    (:mod:`harness.subjects.torch_spyre_standins`)."""
-    table = vllm_standin_modules(handler)
+    ``vllm.logger`` (what the bucketer needs) and the names the attention path imports, or none
+    where the real vLLM is used (:func:`harness.subjects.vllm_real.choice`); and, where
+    torch-spyre is not installed, the few ``torch_spyre`` names its kernels use
+    (:mod:`harness.subjects.torch_spyre_standins`). Call it outside any window."""
+    table = StandIns()
+    if vllm_real.choice().real:
+        table.real = vllm_real.RealWindow(handler)
+    else:
+        table.update(vllm_standin_modules(handler))
     if torch_spyre_standins.needed():
         table.update(torch_spyre_standins.modules())
     return table
@@ -252,8 +267,11 @@ def _powers_of_two_up_to(n: int, start: int = 1) -> tuple[int, ...]:
 
 # -- the window ---------------------------------------------------------------------------------
 
-def _owned(name: str) -> bool:
-    if name.partition(".")[0] in OWNED:
+def _owned(name: str, vllm: bool = True) -> bool:
+    """Whether a window removes ``name`` on entry and exit; ``vllm`` False where the window's
+    commit imports the real vLLM (imported once, kept)."""
+    top = name.partition(".")[0]
+    if top in OWNED and (vllm or top != "vllm"):
         return True
     # torch_spyre only where it is the harness's stand-in (a real one stays imported)
     return name.startswith("torch_spyre") and hasattr(sys.modules.get(name),
@@ -267,9 +285,12 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
     restore ``sys.modules``, ``os.environ`` and ``sys.meta_path`` afterwards, whatever happens.
 
     Without ``tree`` (the installed full stack) nothing is shadowed: only the env is managed.
-    Yields the list of Python warnings raised inside.
+    With ``standins`` whose ``real`` is set, ``vllm`` is the real one (left imported) and that
+    window isolates what the load does to it. Yields the list of Python warnings raised inside.
     """
-    with _LOCK:
+    real = getattr(standins, "real", None)
+    vllm = real is None
+    with _LOCK, contextlib.ExitStack() as stack:
         saved_modules = dict(sys.modules)
         saved_env = dict(os.environ)
         saved_meta_path = list(sys.meta_path)
@@ -278,24 +299,27 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
                 os.environ.pop(name, None)
             os.environ.update(env)
             if tree is not None:
-                for name in [n for n in sys.modules if _owned(n)]:
+                for name in [n for n in sys.modules if _owned(n, vllm)]:
                     del sys.modules[name]
                 sys.modules.update(standins or {})
                 sys.meta_path.insert(0, SnapshotFinder(tree))
+                if real is not None:
+                    stack.enter_context(real)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 yield caught
         finally:
+            stack.close()
             sys.meta_path[:] = saved_meta_path
             if tree is not None:
-                restore_modules(saved_modules)
+                restore_modules(saved_modules, vllm)
                 close_modules(standins or {})
             _restore_env(saved_env)
 
 
-def restore_modules(saved: dict) -> None:
+def restore_modules(saved: dict, vllm: bool = True) -> None:
     for name in list(sys.modules):
-        if name not in saved and _owned(name):
+        if name not in saved and _owned(name, vllm):
             del sys.modules[name]
     for name, module in saved.items():
         if sys.modules.get(name) is not module:

@@ -575,10 +575,14 @@ class SpyreInferenceSubject(Subject):
         return "top-up" if kv[-1] > config.max_model_len else "clamp"
 
     def describe(self) -> dict:
-        """What was loaded and what it can do, for people and logs."""
+        """What was loaded and what it can do, for people and logs; ``vllm``: which vLLM its
+        loads import (the stand-ins, or the real one where it imports: SPYRE_BENCH_VLLM)."""
+        from harness.subjects import vllm_real
+
         kernel = self._kernel_def
         return {"spec": self.spec, "identity": self.identity, "where": self.where,
                 "mode": self.mode, "generation": self.generation,
+                "vllm": vllm_real.choice().label() if self.mode != "stack" else "installed",
                 "override_rule": self.override_rule(),
                 "capabilities": sorted(self.capabilities),
                 "kernel": f"{kernel[0]}:{kernel[1].name} ({kernel[1].generation})" if kernel

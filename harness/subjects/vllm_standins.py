@@ -310,8 +310,9 @@ class AttentionMetadataBuilder(_Subscriptable):
 
 @dataclass
 class CommonAttentionMetadata:
-    """Per-step metadata every backend's builder receives (vLLM 0.27.1's fields; the host copies
-    of seq_lens and computed tokens are the deprecated properties of that release)."""
+    """Per-step metadata every backend's builder receives: vLLM 0.27.1's fields, in its order
+    (tests/vllm_contract holds them to the real class); the host copies of seq_lens and computed
+    tokens are the deprecated properties of that release."""
 
     query_start_loc: Any
     query_start_loc_cpu: Any
@@ -332,8 +333,13 @@ class CommonAttentionMetadata:
     positions: Any = None
     is_prefilling: Any = None
     seq_lens_cpu_upper_bound: Any = None
+    mm_req_doc_ranges: Any = None
+    rswa_prefix_lens: Any = None
+    replayssm_decode_base_cpu: Any = None
     _seq_lens_cpu: Any = None
     _num_computed_tokens_cpu: Any = None
+    _num_computed_tokens_cache: Any = None
+    _token_to_req_indices_cache: Any = None
 
     def batch_size(self) -> int:
         return self.seq_lens.shape[0]
@@ -358,7 +364,10 @@ class CommonAttentionMetadata:
         return self._num_computed_tokens_cpu
 
     def compute_num_computed_tokens(self):
-        return self.seq_lens - (self.query_start_loc[1:] - self.query_start_loc[:-1])
+        if self._num_computed_tokens_cache is None:
+            self._num_computed_tokens_cache = self.seq_lens - (self.query_start_loc[1:]
+                                                               - self.query_start_loc[:-1])
+        return self._num_computed_tokens_cache
 
 
 # -- vllm.v1.attention.backends.utils --------------------------------------------------------------
