@@ -269,7 +269,7 @@ def intercepted_compile(proxies: list[KernelProxy]):
 
 # -- transfers ---------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class Transfer:
     name: str
     shape: tuple
@@ -277,16 +277,31 @@ class Transfer:
     bytes: int
 
 
-def _caller_name() -> str:
-    """The subject's function that called convert (past comprehensions and lambdas)."""
+def _caller_name(known: dict) -> str:
+    """The subject's function that called convert (past comprehensions and lambdas); ``known``:
+    code object -> name, for the functions met before."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_name.startswith("<"):
+    while frame is not None:
+        code = frame.f_code
+        name = known.get(code)
+        if name is not None:
+            return name
+        if not code.co_name.startswith("<"):
+            known[code] = code.co_name
+            return code.co_name
         frame = frame.f_back
-    return frame.f_code.co_name if frame is not None else "other"
+    return "other"
 
 
 #: torch dtype -> its name without the module ("float16"), filled on first sight.
 _DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 class TransferLog:
@@ -295,28 +310,43 @@ class TransferLog:
     ``copy`` False (recording exact figures on the host): the call is counted and the host tensor
     handed back (cast when a ``dtype`` is asked for) without the subject's copy, whose only
     effect there is time; a long prefill's mask is hundreds of MB. Measurement runs copy.
+
+    Transfers are counted by (name, shape, dtype, bytes), not kept one object each: a builder
+    that mirrors every per-block mask tile makes millions of calls a run, and the figures need
+    only how many of each and their bytes by name. :meth:`counts` hands them out, in the order
+    each kind was first made.
     """
 
     def __init__(self, convert):
         self.convert = convert
         self.copy = True
-        self.log: list[Transfer] = []
+        #: (name, torch.Size, torch dtype, bytes) -> calls
+        self._counts: dict[tuple, int] = {}
         self.names: dict[int, str] = {}
+        #: code object -> function name, of the subject's functions that called convert
+        self._callers: dict = {}
 
     def __call__(self, tensor, *args, **kwargs):
         if tensor is None:   # the real convert passes None through: no transfer
             return self.convert(tensor, *args, **kwargs)
-        dtype_name = _DTYPE_NAMES.get(tensor.dtype)
-        if dtype_name is None:
-            dtype_name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
         # named after the metadata field holding it, else after the subject's function that
         # made the copy (kv_write_index, _staging_buffers, ...)
-        name = self.names.get(id(tensor)) or _caller_name()
-        self.log.append(Transfer(name, tuple(tensor.shape), dtype_name, tensor.nbytes))
+        name = self.names.get(id(tensor)) or _caller_name(self._callers)
+        key = (name, tensor.shape, tensor.dtype, tensor.nbytes)
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
         dtype = kwargs.get("dtype")
         return tensor if dtype is None or dtype == tensor.dtype else tensor.to(dtype)
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+    def counts(self) -> dict[Transfer, int]:
+        """The transfers since the last :meth:`clear`: each kind and how many times."""
+        return {Transfer(name, tuple(shape), _dtype_name(dtype), nbytes): n
+                for (name, shape, dtype, nbytes), n in self._counts.items()}
 
     def name_fields(self, metadata, clear: bool = True) -> None:
         """Name tensors after the metadata attribute (or dict key) that holds them."""
@@ -324,18 +354,24 @@ class TransferLog:
             self.names.clear()
         import torch
 
-        tensor, names = torch.Tensor, self.names
+        tensor, name_of = torch.Tensor, self.names.setdefault
 
         def visit(value, name):
             if isinstance(value, tensor):
-                names.setdefault(id(value), name)
+                name_of(id(value), name)
             elif isinstance(value, dict):
                 for k, v in value.items():
                     visit(v, str(k))
             elif isinstance(value, (list, tuple)):
                 for v in value:   # mostly one tensor per sequence: named here, not recursed into
                     if type(v) is tensor:
-                        names.setdefault(id(v), name)
+                        name_of(id(v), name)
+                    elif isinstance(v, (list, tuple)) and v and type(v[0]) is tensor:
+                        for t in v:   # a row of per-block tiles: no call per tile
+                            if type(t) is tensor:
+                                name_of(id(t), name)
+                            else:
+                                visit(t, name)
                     else:
                         visit(v, name)
 
@@ -497,10 +533,6 @@ def _step_text(step) -> str:
     seqs = ",".join(str(s.seq_len) for s in step)
     queries = ",".join(str(s.query_len) for s in step)
     return f"step {seqs} | {queries}" if any(s.query_len != 1 for s in step) else f"step {seqs}"
-
-
-def _transfer_key(t: Transfer) -> tuple:
-    return (t.name, t.shape, t.dtype, t.bytes)
 
 
 def setup_step(config: EngineConfig) -> tuple:
@@ -701,7 +733,7 @@ class BuilderSession:
         """The step's metadata through the subject's ``build()``; the transfer log starts here,
         so copies ``build()`` makes (a slot mapping published to the device) are the step's."""
         cm = self.common_metadata(step, seed)
-        self.transfers.log.clear()
+        self.transfers.clear()
         self.transfers.name_fields(cm)
         try:
             return self.builder.build(common_prefix_len=0, common_attn_metadata=cm), cm
@@ -714,7 +746,8 @@ class BuilderSession:
                              f"{exc}{where(exc, self.tree)}")
 
     def forward(self, metadata, query, kv_cache, output):
-        """One layer through the subject's impl; returns (kernel calls, transfers) of it."""
+        """One layer through the subject's impl; returns (kernel calls, transfers) of it, the
+        transfers since the step's build() counted by kind (:meth:`TransferLog.counts`)."""
         for p in self.proxies:
             p.calls.clear()
         self.transfers.name_fields(metadata, clear=False)
@@ -725,7 +758,7 @@ class BuilderSession:
         except Exception as exc:
             raise self.raised(f"{IMPL_CLASS}.forward()", exc) from None
         calls = [c for p in self.proxies for c in p.calls]
-        return calls, list(self.transfers.log)
+        return calls, self.transfers.counts()
 
     def release(self) -> None:
         """Drop what the last forward recorded (its kernel arguments are the step's tensors,
@@ -733,7 +766,7 @@ class BuilderSession:
         for p in self.proxies:
             p.calls.clear()
         if self.transfers is not None:
-            self.transfers.log.clear()
+            self.transfers.clear()
             self.transfers.names.clear()
 
     def kv_cache_shape(self, num_pages: int) -> tuple[int, ...]:
@@ -838,14 +871,14 @@ class BuilderSession:
             keys.append(CompileKey("attn", (it, per_sequence[-1][1])))
         reason = self._reason(step, metadata, bool(batched), n_batched)
         h2d = Counter()
-        for t in transfers:
-            h2d[t.name] += t.bytes
+        for t, n in transfers.items():
+            h2d[t.name] += t.bytes * n
         return StepCost(
             dispatch=Dispatch(n_batched, reason, per_sequence=tuple(per_sequence), **fields),
             iterations_per_layer=iterations, launches_per_layer=len(calls),
             real_kv_tokens=sum(s.seq_len for s in step), padded_kv_slots=padded,
             decode_tokens=sum(1 for s in step if s.is_decode), h2d=dict(h2d),
-            transfers=len(transfers), keys=tuple(keys)), transfers
+            transfers=sum(transfers.values()), keys=tuple(keys)), transfers
 
     def _drive(self, step, seed: int):
         """Build and forward ``step`` with recorded kernels: (kernel calls, transfers, metadata)."""
@@ -865,14 +898,8 @@ class BuilderSession:
         staged once per engine (staging buffers and the like), and is no step's cost."""
         step = setup_step(self.config)
         first = self._drive(step, 0)[1]
-        again = Counter(_transfer_key(t) for t in self._drive(step, 0)[1])
-        setup = []
-        for t in first:
-            if again[_transfer_key(t)]:
-                again[_transfer_key(t)] -= 1
-            else:
-                setup.append(t)
-        return setup
+        again = self._drive(step, 0)[1]
+        return [t for t, n in first.items() for _ in range(n - again.get(t, 0))]
 
     def _reason(self, step, metadata, batched: bool, n_batched: int) -> str:
         """Why a step took its path, from the env and what the builder left in its metadata."""
@@ -958,7 +985,7 @@ def run_forward(session: BuilderSession, live: LiveStep):
     """One layer of the subject's forward on ``live`` with its kernels really called (the device
     mirror is made by the first call and reused after, as for every later layer of a step)."""
     session.transfers.copy = True
-    session.transfers.log.clear()
+    session.transfers.clear()
     for p in session.proxies:
         p.mode = "run"
         p.calls.clear()
