@@ -7,6 +7,16 @@ import pytest
 from tests.fixtures.spyre_repo import FixtureRepo, build_repo
 
 
+@pytest.fixture(scope="session", autouse=True)
+def figure_store(tmp_path_factory):
+    """The persistent figure memo (harness.subjects.memo_store) of this session: a folder of its
+    own, never the user's cache, so no test reads figures an earlier run of the suite wrote."""
+    with pytest.MonkeyPatch.context() as mp:
+        folder = tmp_path_factory.mktemp("figure-memo")
+        mp.setenv("SPYRE_BENCH_MEMO_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def spyre_repo(tmp_path_factory) -> FixtureRepo:
     """One commit per bucketer generation plus a broken one (tests.fixtures.spyre_repo).

@@ -5,11 +5,12 @@ steps: independent work, nearly all of it the subject's own torch code, so it sp
 machine's cores (``SPYRE_BENCH_JOBS``, default: the cores this process may use). Workers put
 nothing anywhere: each returns the step figures it drove (with the builder's ladders and the
 config's bucketing, which the config benchmarks read), the parent adds them to
-:data:`harness.subjects.memo.FIGURES` and the subject, and the ordinary serial pass then reads
-them from there. So the figures, their order and every skip are exactly what one process gives
-(a worker's failure is dropped and met again, with its one message, by the serial pass); only a
-subject past its time limit stops the command at once, as it would in one process. A worker keeps
-the memory it frees (nothing is timed in it).
+:data:`harness.subjects.memo.FIGURES` (which writes them to its store) and the subject, and the
+ordinary serial pass then reads them from there. Configs whose steps the memo already holds (from
+this process or the store) go to no worker. So the figures, their order and every skip are
+exactly what one process gives (a worker's failure is dropped and met again, with its one
+message, by the serial pass); only a subject past its time limit stops the command at once, as
+it would in one process. A worker keeps the memory it frees (nothing is timed in it).
 """
 
 from __future__ import annotations
@@ -38,18 +39,18 @@ def jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def prefetch(subject, digest: str, requests: list) -> int:
+def prefetch(subject, source: str, requests: list) -> int:
     """Fill the memo for ``requests`` ([(config, overrides, workloads)]) in parallel; returns
     how many step figures came back. Nothing happens with one job, fewer than two requests that
     miss the memo, or no ``fork`` (the workers are forks of this process: the subject already
     loaded, nothing imported twice, no main module run again)."""
-    missing = [r for r in requests if any(FIGURES.get(digest, step_key(r[0], r[1], s)) is None
+    missing = [r for r in requests if any(FIGURES.get(source, step_key(r[0], r[1], s)) is None
                                           for w in r[2] for s in w.steps)]
     workers = min(jobs(), len(missing))
     if workers < 2 or "fork" not in get_all_start_methods():
         return 0
     filled = 0
-    _worker.update(subject=subject, digest=digest)
+    _worker.update(subject=subject, source=source)
     # the longest configs first, so no worker is left with one long config at the end
     missing.sort(key=lambda r: -r[0].max_model_len)
     try:
@@ -61,7 +62,8 @@ def prefetch(subject, digest: str, requests: list) -> int:
                     raise timeout.SubjectTimeout(done)
                 steps, ladders, bucketing = done
                 for key, value in steps + ladders:
-                    FIGURES.put(digest, key, value)
+                    FIGURES.put(source, key, value)
+                FIGURES.flush()
                 if bucketing is not None:
                     subject.keep_bucketing(request[0], request[1], bucketing)
                 filled += len(steps)
@@ -92,11 +94,12 @@ def _start() -> None:
 
     torch.set_num_threads(1)   # one core per worker: the pool is the parallelism
     _keep_freed_memory()
+    FIGURES.persist = False    # the parent writes what a worker hands back
 
 
 def _drive(request):
     config, overrides, workloads = request
-    subject, digest = _worker["subject"], _worker["digest"]
+    subject, source = _worker["subject"], _worker["source"]
     try:
         subject.workload_costs(config, overrides, workloads)
     except timeout.SubjectTimeout as exc:
@@ -105,7 +108,7 @@ def _drive(request):
         pass   # the serial pass meets it again and reports it
 
     def known(keys):
-        return [(k, v) for k in keys if (v := FIGURES.get(digest, k)) is not None]
+        return [(k, v) for k in keys if (v := FIGURES.get(source, k)) is not None]
 
     # what the parent reads next: the steps, and (for the config benchmarks) the builder's
     # ladders and the bucketing this worker computed on the way

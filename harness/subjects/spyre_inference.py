@@ -70,6 +70,7 @@ from harness.subjects.loader import (
     where,
 )
 from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
+from harness.subjects.memo_key import source_key
 from harness.subjects.sources import module_hashes
 from harness.subjects.timeout import SubjectTimeout, bounded
 
@@ -386,13 +387,14 @@ class SpyreInferenceSubject(Subject):
         if self.lacks("bucketer"):
             return 0
         from harness.subjects.prefetch import prefetch
-        return prefetch(self, self.tree.digest(), requests)
+        return prefetch(self, source_key(self.tree), requests)
 
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Every step of every workload through this commit's own ``build()`` and one layer of
         its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.builder`.
 
-        A step already driven through identical sources, config and env is not driven again
+        A step already driven through identical attention sources, config and env (in this
+        process or, through the store, any earlier one) is not driven again
         (:mod:`harness.subjects.memo`); the builder is loaded only when some step is new."""
         from harness.model.cost import WorkloadCost, warmup_keys
 
@@ -430,12 +432,13 @@ class SpyreInferenceSubject(Subject):
         constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
         from harness.subjects.builder import BuilderSession
 
-        key = ladders_key(config, overrides)
-        found = FIGURES.get(self.tree.digest(), key)
+        key, source = ladders_key(config, overrides), source_key(self.tree)
+        found = FIGURES.get(source, key)
         if found is None:
             with BuilderSession(self.tree, self.origin, config, overrides) as session:
                 found = session.batched_ladders()
-            FIGURES.put(self.tree.digest(), key, found)
+            FIGURES.put(source, key, found)
+            FIGURES.flush()
         return found
 
     def _read(self, module, b, config: EngineConfig, overrides: Overrides,
@@ -742,7 +745,7 @@ class _LazySession:
     def __init__(self, subject: SpyreInferenceSubject, config: EngineConfig,
                  overrides: Overrides):
         self.subject, self.config, self.overrides = subject, config, overrides
-        self.digest = subject.tree.digest()
+        self.digest = source_key(subject.tree)
         self._stack = contextlib.ExitStack()
         self._session = None
 
@@ -750,7 +753,10 @@ class _LazySession:
         return self
 
     def __exit__(self, *exc):
-        self._stack.close()
+        try:
+            self._stack.close()
+        finally:
+            FIGURES.flush()
 
     def __call__(self, step):
         key = step_key(self.config, self.overrides, step)
