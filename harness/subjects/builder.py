@@ -410,7 +410,11 @@ def engine_vllm_config(config: EngineConfig, vllm_config_cls, compilation_mode):
         scheduler_config=Section("vllm_config.scheduler_config",
                                  max_num_batched_tokens=config.max_num_batched_tokens,
                                  max_num_seqs=config.max_num_seqs),
-        parallel_config=Section("vllm_config.parallel_config", tensor_parallel_size=1),
+        # one device, no decode context parallelism, no speculative decoding: what vLLM's own
+        # builder base reads of them (AttentionMetadataBuilder._init_reorder_batch_threshold)
+        parallel_config=Section("vllm_config.parallel_config", tensor_parallel_size=1,
+                                decode_context_parallel_size=1),
+        speculative_config=None,
         compilation_config=Section("vllm_config.compilation_config", mode=compilation_mode,
                                    static_forward_context={}))
 

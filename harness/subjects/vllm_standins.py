@@ -305,7 +305,18 @@ class AttentionMetadataBuilder(_Subscriptable):
     def _init_reorder_batch_threshold(self, reorder_batch_threshold: int | None = 1,
                                       supports_spec_as_decode: bool = False,
                                       supports_dcp_with_varlen: bool = False) -> None:
-        self.reorder_batch_threshold = reorder_batch_threshold
+        """As 0.27.1 documents it, reading the same config: a backend that runs speculative
+        tokens as decodes counts a request with 1 + k (2k with parallel drafting) queries as one;
+        under decode context parallelism without varlen support only single-token queries are."""
+        threshold = reorder_batch_threshold
+        spec = self.vllm_config.speculative_config if supports_spec_as_decode else None
+        if threshold is not None and spec is not None and spec.num_speculative_tokens is not None:
+            per_token = 2 if spec.parallel_drafting else 1
+            threshold = max(threshold, 1 + per_token * spec.num_speculative_tokens)
+        if (self.vllm_config.parallel_config.decode_context_parallel_size > 1
+                and not supports_dcp_with_varlen):
+            threshold = 1
+        self.reorder_batch_threshold = threshold
 
 
 @dataclass

@@ -113,6 +113,48 @@ def test_the_stand_in_metadata_has_the_real_fields(real_vllm):
     assert [f.name for f in dataclasses.fields(CommonAttentionMetadata)] == real
 
 
+#: In a fresh interpreter under SPYRE_BENCH_VLLM=real: what a commit's builder session is built
+#: on, and what is left of it after.
+SESSION_PROBE = """
+import json, sys, torch
+from harness.config import EngineConfig, Overrides
+from harness.subjects import resolve_subject
+from harness.subjects.builder import BuilderSession
+from harness.workloads import Seq
+subject = resolve_subject(sys.argv[1])
+overrides = Overrides.from_env({"SPYRE_BATCHED_DECODE": "1"})
+with BuilderSession(subject.tree, subject.origin, EngineConfig(block_size=64, max_model_len=2048),
+                    overrides) as session:
+    step = (Seq(64, 1),) * 4
+    found = {"bases": [c.__module__ for c in session.builder_cls.__mro__],
+             "metadata": type(session.common_metadata(step)).__module__,
+             "vllm": sys.modules["vllm"].__file__,
+             "batched": session.record_step(step)[0].dispatch.batched,
+             "op_inside": hasattr(torch.ops.vllm, "spyre_convert")}
+found["op_after"] = hasattr(torch.ops.vllm, "spyre_convert")
+found["commit_modules_after"] = sorted(n for n in sys.modules if n.startswith("spyre_inference"))
+found["vllm_after"] = "vllm.v1.attention.backend" in sys.modules
+print(json.dumps(found))
+"""
+
+
+def test_real_mode_drives_the_commit_on_the_real_vllm(real_vllm, fixture_repo):
+    """Under ``real`` the commit's classes derive from vLLM's own, its metadata is vLLM's class,
+    and once the session closes its op and modules are gone while vLLM stays imported."""
+    done = subprocess.run([sys.executable, "-c", SESSION_PROBE, fixture_repo.spec("gen4")],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "SPYRE_BENCH_VLLM": "real"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "vllm.v1.attention.backend" in found["bases"]
+    assert found["metadata"] == "vllm.v1.attention.backend"
+    assert "site-packages" in found["vllm"]
+    assert found["batched"] == 4
+    assert found["op_inside"] is True
+    assert (found["op_after"], found["commit_modules_after"]) == (False, [])
+    assert found["vllm_after"]
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize("subject", SUBJECTS)
 def test_figures_are_the_same_with_the_real_vllm(subject, command, real_vllm, fixture_repo):
