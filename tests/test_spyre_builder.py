@@ -14,7 +14,7 @@ from harness.evaluate import config_figures, workload_figures
 from harness.matrix import Case
 from harness.subjects import resolve_subject
 from harness.workloads import Seq, Workload
-from tests.fixtures.spyre_repo import BACKEND, GENERATIONS, MIXED_810
+from tests.fixtures.spyre_repo import BACKEND, GENERATIONS, MIXED_810, OPS_KERNEL
 
 REVIEW = Overrides.from_env({"SPYRE_ATTN_KV_BUCKETS": "128,8192", "SPYRE_BATCHED_DECODE": "1"})
 CASE = Case(EngineConfig(block_size=64, max_model_len=2048), REVIEW, "review")
@@ -224,3 +224,36 @@ def test_a_non_power_of_two_decode_batch_gives_every_row(spyre_repo):
     (cost,) = _costs_in_order(spyre_repo, [tuple(Seq(150) for _ in range(6))])
     d = cost.steps[0].dispatch
     assert (d.path, d.b_seqs) == ("batched", 8)
+
+
+def test_a_chunked_kernel_naming_its_index_chunk_row_ids_is_counted_as_such(spyre_repo):
+    """The head-major kernel of a stored commit calls its per-chunk index ``chunk_row_ids``:
+    its loop count is read from it, as from ``chunk_page_ids`` (no "cannot tell" skip)."""
+    kernel = spyre_repo.read("gen3", OPS_KERNEL)
+    renamed = spyre_repo.add_commit({OPS_KERNEL: kernel.replace("chunk_page_ids", "chunk_row_ids")},
+                                    "kernel: chunk_row_ids", parent="gen3")
+    (step,) = four_decodes(resolve_subject(spyre_repo.spec(renamed))).steps
+    assert step.iterations_per_layer == 4 and step.dispatch.num_chunks == 4
+
+
+def test_widened_int32_indices_compile_a_kernel_once_not_once_per_call():
+    """Dynamo guards on the active torch-function mode: one mode object for the process, so a
+    kernel run with int32 indices widened is one graph however often it is called."""
+    import torch
+    from torch._dynamo.testing import CompileCounter
+
+    from harness.subjects.builder import _int32_indices
+
+    def kernel(out, index, src):
+        return out.index_copy_(0, index, src)
+
+    counter = CompileCounter()
+    compiled = torch.compile(kernel, backend=counter, dynamic=False)
+    torch._dynamo.reset()
+    for _ in range(5):
+        with _int32_indices():
+            got = compiled(torch.zeros(4, 2), torch.tensor([2, 0], dtype=torch.int32),
+                           torch.ones(2, 2))
+    assert got[[0, 2]].eq(1).all() and got[[1, 3]].eq(0).all()
+    assert _int32_indices() is _int32_indices()
+    assert counter.frame_count == 1

@@ -173,7 +173,20 @@ class KernelProxy:
 def _int32_indices():
     """While a commit's kernel runs on CPU or CUDA: int32 index tensors, which Spyre (and the
     commit's own compiled kernels) take as they are, widened to int64 where eager torch refuses
-    them (``index_copy``), so the kernel computes what it computes on the device."""
+    them (``index_copy``), so the kernel computes what it computes on the device.
+
+    One mode object for the process: Dynamo guards on the active mode, so a fresh one per call
+    recompiled the kernel every call ("24 graphs for 1 key")."""
+    global _WIDEN_MODE
+    if _WIDEN_MODE is None:
+        _WIDEN_MODE = _int32_indices_mode()
+    return _WIDEN_MODE
+
+
+_WIDEN_MODE = None
+
+
+def _int32_indices_mode():
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -516,12 +529,19 @@ class DrivenStep:
     extra: dict = field(default_factory=dict)
 
 
+#: The per-chunk index argument of a chunked kernel, by the names stored kernels give it
+#: (``chunk_page_ids``; ``chunk_row_ids`` in the head-major kernel that indexes rows; the
+#: backend hook's ``chunk_index_tables``): one entry per loop step.
+CHUNK_INDEX_ARGS = ("chunk_page_ids", "chunk_row_ids", "chunk_index_tables")
+
+
 def loop_iterations(call: KernelCall) -> int:
     """How many times the kernel's loop runs, read from its arguments by name."""
     a = call.args
     if isinstance(a.get("num_chunks"), int):
         return a["num_chunks"]
-    pages = a.get("chunk_page_ids")
+    name = next((n for n in CHUNK_INDEX_ARGS if a.get(n) is not None), None)
+    pages = a.get(name) if name else None
     if isinstance(pages, (list, tuple)):
         return len(pages)
     if pages is not None and isinstance(a.get("blocks_per_chunk"), int):
@@ -529,7 +549,7 @@ def loop_iterations(call: KernelCall) -> int:
     if isinstance(a.get("num_blocks"), int):
         return a["num_blocks"]
     raise NotDrivable(f"kernel {call.kernel}({', '.join(a)}): cannot tell its loop count (no "
-                      "num_chunks, chunk_page_ids or num_blocks argument)")
+                      f"num_chunks, {', '.join(CHUNK_INDEX_ARGS)} or num_blocks argument)")
 
 
 def _step_text(step) -> str:
