@@ -8,7 +8,7 @@ import pytest
 
 from harness.runner.asv_config import PROJECT_ROOT
 
-CREATED = [".venv/bin/python", ".asv/env-test/lib/x", ".asv/logs/a.log",
+CREATED = [".venv/bin/python", ".venv-vllm/bin/python", ".asv/env-test/lib/x", ".asv/logs/a.log",
            ".asv/reference-repo/README.md", ".pytest_cache/v", ".ruff_cache/x", ".benchmarks/k.json",
            ".hypothesis/examples/x", "build/lib/x", "dist/x.whl", "html/index.html",
            "test-artifacts/x", "spyre_bench.egg-info/PKG-INFO", ".spyre-bench.lock",
