@@ -19,16 +19,21 @@ EPILOG = """\
 what it does, per config x workload x subject:
   graphs   record the subject's warmup variants, then run every step of the workload through
            torch.compile(kernel, dynamic=False) (--backend), dispatched on the subject's
-           bucketing; count graphs per kernel (Dynamo reset between rows) next to the exact
+           bucketing; count graphs per kernel (Dynamo reset between configs) next to the exact
            model's keys; graphs after warmup are late compiles; keys past Dynamo's recompile
            limit that silently ran eagerly are fall-backs; compile seconds per variant (a cold
-           TORCHINDUCTOR_CACHE_DIR for real backends).
+           TORCHINDUCTOR_CACHE_DIR for real backends). A first look compiles each key
+           shape-only (outputs not computed) and shares one Dynamo session between a config's
+           workloads where that changes no figure: the counts are a full run's.
   time     group the steps by shape (the compile keys they call), build one batch per shape the
            way the metadata builder does, check it against the oracle, and time it: median
            us per layer (all of the step's kernel calls) with IQR and a 95% CI, us per decode
-           token, per step x num_layers, decode tokens/s, K/V GB/s.
-  every timed output is checked against a plain-softmax oracle; a wrong kernel is reported as
-  WRONG with no timing, and the command exits 1.
+           token, per step x num_layers, decode tokens/s, K/V GB/s. A first look spends
+           --time-budget seconds per workload (shapes most frequent first, at least 5 samples
+           each); rows say how many samples and shapes they got.
+  every timed output is checked against a plain-softmax oracle (--full: every key the graph
+  count reaches, too); a wrong kernel is reported as WRONG with no timing, and the command
+  exits 1. --full: the full measurement (every shape, every --repeat sample, every key run).
   progress goes to stderr: a bar on a terminal; in a pipe, a line per unit of work and one at
   least every 10 s.
 
@@ -52,6 +57,8 @@ MAX_COUNT = 1_000_000
 MAX_SOFT_CAP = 65504.0
 #: Largest --max-cache-gib: more memory than any accelerator or host the kernel runs on.
 MAX_CACHE_GIB = 4096.0
+#: Largest --time-budget: a day per shape is no bound at all (0 says that).
+MAX_TIME_BUDGET = 86400.0
 
 
 def register(sub) -> None:
@@ -72,7 +79,19 @@ def register(sub) -> None:
                    help="auto (spyre when torch_spyre imports, else cuda, else cpu), spyre, "
                         "cuda[:N] or cpu (default %(default)s)")
     g.add_argument("--repeat", type=count, default=d["repeat"], metavar="N",
-                   help="timed samples per shape (default %(default)s)")
+                   help="timed samples per shape, at most (default %(default)s)")
+    g.add_argument("--time-budget", type=options.number(0, most=MAX_TIME_BUDGET),
+                   default=None, metavar="S",
+                   help="wall seconds per workload's timing: step shapes are timed most "
+                        "frequent first, each sampling while the budget lasts (at least 5 "
+                        "samples), none starting once it is spent (the first always does); rows "
+                        "say how many samples and shapes they have and why; 0: every --repeat "
+                        f"sample of every shape (default {d['time_budget_s']:g}; 0 with --full)")
+    g.add_argument("--full", action="store_true",
+                   help="the full measurement, not a first look: no time budget, every step "
+                        "shape timed (no --max-shapes cap), and every key the graph count "
+                        "reaches (warmup variants too) run and checked against the oracle, not "
+                        "only compiled; flags given still apply")
     g.add_argument("--warmup", type=count, default=d["warmup"], metavar="N",
                    help="untimed calls before sampling, the first one checked (default "
                         "%(default)s)")
@@ -97,9 +116,9 @@ def register(sub) -> None:
     g.add_argument("--no-timing", action="store_true", help="skip timing")
     g.add_argument("--per-sequence", action="store_true",
                    help="also time each batched shape's sequences on the per-sequence path")
-    g.add_argument("--max-shapes", type=count, default=d["max_shapes"], metavar="N",
+    g.add_argument("--max-shapes", type=count, default=None, metavar="N",
                    help="time at most N step shapes per workload, most frequent first "
-                        "(default %(default)s)")
+                        f"(default {d['max_shapes']}; every one with --full)")
     g.add_argument("--soft-cap", type=options.number(0, most=MAX_SOFT_CAP), default=d["soft_cap"],
                    metavar="X",
                    help="logits soft cap passed to the kernel (default 0: off)")
@@ -131,8 +150,16 @@ def _validate(args) -> None:
         raise ConfigError("--no-graphs and --no-timing together leave nothing to measure")
 
 
+def _budget(args, default: float | None) -> float | None:
+    """Seconds per shape's timing: the flag's (0: none), else none with --full, else the default."""
+    if args.time_budget is not None:
+        return args.time_budget or None
+    return None if args.full else default
+
+
 def run(args) -> int:
     _validate(args)
+    d = kernel_defaults()
     subjects = options.subjects(args)
     cases = options.cases(args)
     specs = options.workloads(args)
@@ -156,10 +183,13 @@ def run(args) -> int:
         timing=args.timing or ("compiled" if dev.name == "spyre" else "eager"),
         recompile_limit=args.recompile_limit, record_warmup=not args.no_warmup_variants,
         graphs=not args.no_graphs, time=not args.no_timing, per_sequence=args.per_sequence,
-        max_shapes=args.max_shapes, soft_cap=args.soft_cap,
+        max_shapes=args.max_shapes or (MAX_COUNT if args.full else d["max_shapes"]),
+        soft_cap=args.soft_cap,
         unstable_threshold=args.unstable_threshold, seed=args.seed,
         max_cache_bytes=int(args.max_cache_gib * (1 << 30)), threads=args.threads,
-        bandwidth_gbps=bandwidth["gb_per_s"], bandwidth_source=bandwidth["source"])
+        bandwidth_gbps=bandwidth["gb_per_s"], bandwidth_source=bandwidth["source"],
+        time_budget_s=_budget(args, d["time_budget_s"]),
+        shape_only=() if args.full else ("warmup", "workload"))
     rows = []
     with Progress(len(cases) * len(specs) * len(subjects), "kernel") as advance:
         for case in cases:

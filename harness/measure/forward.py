@@ -24,7 +24,7 @@ import torch._dynamo
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
-from harness.measure.timing import TimedLayer, measure
+from harness.measure.timing import Budget, TimedLayer, measure
 from harness.subjects.builder import KernelRaised, live_step, run_forward
 from harness.workloads import Workload
 
@@ -125,7 +125,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
 def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     """Each step shape (most frequent first, up to ``max_shapes``): one representative step
     checked, then timed."""
-    from harness.measure.kernel_figures import _label, workload_timing
+    from harness.measure.kernel_figures import _label, budget_record, sampling, workload_timing
 
     c = session.config
     dtype = getattr(torch, c.dtype)
@@ -135,7 +135,11 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     session.reserve(options.device.torch_device, workload.steps)
     options.device.prepare(options.threads)
     rows, times = [], {}
-    for shape in timed:
+    budget, left_out = Budget(options.time_budget_s), 0
+    for n, shape in enumerate(timed):
+        if rows and budget.spent():
+            left_out = len(timed) - n
+            break
         first = shapes[shape][0]
         step, cost = workload.steps[first], costs.steps[first]
         progress(f"{workload.name}: {_label(shape)} (forward)")
@@ -145,7 +149,8 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
                           repeat=options.repeat, warmup=options.warmup, number=options.number,
                           min_sample_s=options.min_sample_s,
                           check=lambda out: errors.append(check_output(live, out, scale,
-                                                                       dtype)))
+                                                                       dtype)),
+                          budget_s=budget.left())
         s = samples.summary(options.unstable_threshold)
         tokens = cost.decode_tokens
         per_step = s.median * c.num_layers
@@ -157,7 +162,7 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
             "iterations_per_layer": cost.iterations_per_layer, "decode_tokens": tokens,
             "seq_lens": [q.seq_len for q in step], "h2d_bytes": cost.h2d_bytes, "kv_bytes": kv,
             "samples_us": list(samples.us_per_call), "number": samples.number,
-            "first_call_s": samples.first_call_s, "stats": s.as_dict(),
+            **sampling(samples), "first_call_s": samples.first_call_s, "stats": s.as_dict(),
             "host_others_cores": samples.others_cores, "us_per_layer": s.median,
             "us_per_call": s.median / max(1, cost.launches_per_layer),
             "us_per_token": s.median / tokens if tokens else None, "us_per_step": per_step,
@@ -165,7 +170,8 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
             "kv_gb_per_s": kv / (s.median * 1e-6) / 1e9, "max_abs_error": max(errors),
             "warnings": list(s.warnings)})
         times[shape] = s.median
-    return workload_timing(rows, workload, shapes, timed, times, c.num_layers)
+    return {**workload_timing(rows, workload, shapes, timed, times, c.num_layers),
+            **budget_record(options, left_out)}
 
 
 def measure_forward(subject, case: Case, workload: Workload, options, progress) -> dict:

@@ -26,12 +26,12 @@ import torch._dynamo
 from harness.config import EngineConfig, check_step_bytes
 from harness.errors import HarnessError, SubjectCrashed
 from harness.matrix import Case
-from harness.measure.compiles import count_graphs
+from harness.measure.compiles import case_graphs, end_sessions
 from harness.measure.efficiency import row_efficiency
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.settings import KernelOptions
-from harness.measure.timing import measure
+from harness.measure.timing import Budget, measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
 from harness.subjects.reference_kernels import attend_sequence
@@ -86,7 +86,7 @@ def _kernels(kernel, options: KernelOptions):
 
 
 def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
-                options: KernelOptions) -> dict:
+                options: KernelOptions, budget: Budget) -> dict:
     errors = []
 
     def check(outputs):
@@ -94,7 +94,8 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
 
     samples = measure(options.device, lambda: calls.run(batched_fn, sequence_fn),
                       repeat=options.repeat, warmup=options.warmup, number=options.number,
-                      min_sample_s=options.min_sample_s, check=check)
+                      min_sample_s=options.min_sample_s, check=check,
+                      budget_s=budget.left())
     s = samples.summary(options.unstable_threshold)
     tokens = calls.decode_tokens
     per_step_us = s.median * config.num_layers
@@ -103,7 +104,7 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
         return {"launches": calls.launches, "iterations_per_layer": calls.iterations,
                 "decode_tokens": tokens, "seq_lens": [q.seq_len for q in calls.step],
                 "samples_us": list(samples.us_per_call), "number": samples.number,
-                "validity": validity, "us_per_layer": None, "warnings": [
+                **sampling(samples), "validity": validity, "us_per_layer": None, "warnings": [
                     f"INVALID: {why}" for why in validity["invalid"]]}
     return {"validity": validity,
             "efficiency": row_efficiency(config, [q.seq_len for q in calls.step],
@@ -112,7 +113,7 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
         "launches": calls.launches, "iterations_per_layer": calls.iterations,
         "decode_tokens": tokens, "seq_lens": [q.seq_len for q in calls.step],
         "h2d_bytes": sum(calls.h2d().values()), "kv_bytes": calls.kv_bytes(),
-        "samples_us": list(samples.us_per_call), "number": samples.number,
+        "samples_us": list(samples.us_per_call), "number": samples.number, **sampling(samples),
         "first_call_s": samples.first_call_s, "stats": s.as_dict(),
         "host_others_cores": samples.others_cores,
         "us_per_layer": s.median, "us_per_call": s.median / calls.launches,
@@ -122,6 +123,11 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
         "kv_gb_per_s": calls.kv_bytes() / (s.median * 1e-6) / 1e9,
         "max_abs_error": max(errors), "warnings": list(s.warnings),
     }
+
+
+def sampling(samples) -> dict:
+    """How many samples a row asked for and why it has the ones it has (a time budget)."""
+    return {"samples_asked": samples.repeat, "sampling_stopped": samples.stopped}
 
 
 def row_validity(samples, options: KernelOptions) -> dict:
@@ -140,22 +146,28 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                    progress: Progress) -> dict:
     shapes = workload_shapes(bucketing, config, workload)
     timed_shapes = list(shapes)[:options.max_shapes]
-    torch._dynamo.reset()
+    compiled = options.timing != "eager"
+    if compiled:   # eager timing leaves Dynamo alone: the case's graph session lives on
+        end_sessions()
     batched_fn, sequence_fn = _kernels(subject_kernel, options)
-    limit = contextlib.nullcontext() if options.timing == "eager" else \
-        torch._dynamo.config.patch(recompile_limit=1 << 16)
+    limit = torch._dynamo.config.patch(recompile_limit=1 << 16) if compiled else \
+        contextlib.nullcontext()
     options.device.prepare(options.threads)
     rows, times = [], {}
     unbatched = dataclasses.replace(bucketing, batched_enabled=False)
+    budget, left_out = Budget(options.time_budget_s), 0
     with limit:
-        for shape in timed_shapes:
+        for n, shape in enumerate(timed_shapes):
+            if rows and budget.spent():
+                left_out = len(timed_shapes) - n
+                break
             first = shapes[shape][0]
             calls = ws.step(bucketing, workload.steps[first], seed=options.seed + first)
             progress(f"{workload.name}: {_label(shape)}")
             row = {"shape": _label(shape), "path": _path(calls),
                    "keys": [str(k) for k in calls.keys], "steps": len(shapes[shape]),
                    "step_index": first, **_time_shape(calls, batched_fn, sequence_fn, config,
-                                                      options)}
+                                                      options, budget)}
             rows.append(row)
             if row["us_per_layer"] is not None:   # an invalid row is no timing
                 times[shape] = row["us_per_layer"]
@@ -166,9 +178,18 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                 rows.append({"shape": label, "path": _path(alone, True),
                              "keys": [str(k) for k in alone.keys], "steps": len(shapes[shape]),
                              "step_index": first, "compared_to": _label(shape),
-                             **_time_shape(alone, batched_fn, sequence_fn, config, options)})
-    torch._dynamo.reset()
-    return workload_timing(rows, workload, shapes, timed_shapes, times, config.num_layers)
+                             **_time_shape(alone, batched_fn, sequence_fn, config, options,
+                                           budget)})
+    if compiled:
+        torch._dynamo.reset()
+    return {**workload_timing(rows, workload, shapes, timed_shapes, times, config.num_layers),
+            **budget_record(options, left_out)}
+
+
+def budget_record(options: KernelOptions, left_out: int) -> dict:
+    """The workload's time budget and the step shapes it left untimed (--max-shapes' are not
+    counted here: timed_shapes and distinct_shapes say those)."""
+    return {"time_budget_s": options.time_budget_s, "shapes_left_by_budget": left_out}
 
 
 def workload_timing(rows: list[dict], workload, shapes: dict, timed: list, times: dict,
@@ -235,11 +256,13 @@ def measure_workload(subject: Subject, case: Case, spec: WorkloadSpec, options: 
     try:
         if options.graphs:
             progress(f"{workload.name}: compiled graphs")
-            out["graphs"] = count_graphs(
+            out["graphs"] = case_graphs(
                 kernel, generation, bucketing, case.config, workload, device=options.device,
                 backend=options.backend, recompile_limit=options.recompile_limit,
                 record_warmup=options.record_warmup, seed=options.seed,
-                workspace=ws, settings=subject.compile_settings()).as_dict()
+                soft_cap=options.soft_cap, max_cache_bytes=options.max_cache_bytes,
+                settings=subject.compile_settings(),
+                shape_only=options.shape_only).as_dict()
         if options.time:
             out["timing"] = _time_workload(kernel, bucketing, case.config, workload, ws,
                                            options, progress)

@@ -19,6 +19,10 @@ DEVICE_CHOICES = ("auto", "spyre", "cuda", "cpu")
 UNSTABLE_SPREAD = 0.10
 #: Refuse workspaces above this many bytes of K/V cache unless told otherwise.
 DEFAULT_MAX_CACHE_BYTES = 8 << 30
+#: Wall seconds one workload's timing may take by default (a first look; ``--full`` lifts it):
+#: step shapes are timed most frequent first, each with the samples that fit (at least
+#: timing.MIN_SAMPLES), and none starts once the budget is spent (the first always does).
+FIRST_LOOK_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,17 @@ class KernelOptions:
     #: The machine's memory bandwidth (GB/s) and where it came from, for efficiency figures.
     bandwidth_gbps: float | None = None
     bandwidth_source: str | None = None
+    #: Wall seconds per workload's timing (None: every shape up to max_shapes, every sample).
+    time_budget_s: float | None = FIRST_LOOK_BUDGET_S
+    #: The graph count's phases whose calls compile without computing outputs (cheap backends;
+    #: the counts are the same): a first look checks what it times against the oracle, a full
+    #: run (empty) every key the count reaches as well.
+    shape_only: tuple[str, ...] = ("warmup", "workload")
 
     #: What a result records of its options (the device is recorded on its own).
     RECORDED = ("repeat", "warmup", "number", "backend", "timing", "recompile_limit",
                 "record_warmup", "per_sequence", "max_shapes", "soft_cap", "seed", "threads",
-                "bandwidth_gbps", "bandwidth_source")
+                "bandwidth_gbps", "bandwidth_source", "time_budget_s", "shape_only")
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.RECORDED}

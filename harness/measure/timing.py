@@ -1,7 +1,10 @@
 """Timing a callable on a device, and the statistics a noisy machine needs.
 
 Each sample times ``number`` back-to-back calls (calibrated so one sample lasts at least
-``min_sample_s``) and is stored as microseconds per call; the raw samples are kept. The summary
+``min_sample_s``) and is stored as microseconds per call; the raw samples are kept. A time budget
+bounds a measurement that would otherwise run for minutes on a slow device: sampling stops at
+``repeat`` samples or when the budget is spent (at least ``MIN_SAMPLES`` taken), and the result
+says how many it has and why it stopped; it is never padded to look like more. The summary
 is robust (median, IQR, MAD, min) with a distribution-free confidence interval for the median
 (order statistics, binomial ranks via scipy), and warns, as pyperf does, when the result is
 unstable rather than hiding it.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,6 +44,9 @@ class Samples:
     #: Graphs Dynamo compiled while the timed samples ran (not the warmup): anything but 0 means
     #: compile time is inside the timing, and the row is invalid.
     new_graphs: int = 0
+    #: Samples asked for, and why sampling stopped: "repeat" (all taken) or "time budget".
+    repeat: int = 0
+    stopped: str = "repeat"
 
     def summary(self, threshold: float = UNSTABLE_SPREAD, confidence: float = 0.95) -> Summary:
         s = summarize(self.us_per_call, threshold, confidence)
@@ -137,6 +144,22 @@ def calibrate(device: Device, fn: Callable[[], object], min_sample_s: float) -> 
     return max(1, math.ceil(min_sample_s / seconds))
 
 
+class Budget:
+    """Wall seconds one workload's timing may take: each shape samples within what is left, and
+    no shape starts once it is spent (the first always does). None: no bound."""
+
+    def __init__(self, seconds: float | None, clock: Callable[[], float] = time.perf_counter):
+        self.seconds, self.clock, self.start = seconds, clock, clock()
+
+    def left(self) -> float | None:
+        if self.seconds is None:
+            return None
+        return max(0.0, self.seconds - (self.clock() - self.start))
+
+    def spent(self) -> bool:
+        return self.seconds is not None and self.left() <= 0
+
+
 class TimedLayer:
     """What an interleaved timer asks of a prepared probe (``device`` and ``run_layer`` given by
     the class); a probe prepared in a subject worker answers the same over its pipe."""
@@ -152,30 +175,48 @@ class TimedLayer:
 
 def measure(device: Device, fn: Callable[[], object], *, repeat: int = 20, warmup: int = 3,
             number: int | None = None, min_sample_s: float = 2e-3,
-            check: Callable[[object], None] | None = None) -> Samples:
+            check: Callable[[object], None] | None = None,
+            budget_s: float | None = None,
+            clock: Callable[[], float] = time.perf_counter) -> Samples:
     """Time ``fn`` on ``device``: warmup calls, then ``repeat`` samples of ``number`` calls.
 
     ``check`` sees the first warmup result and the last timed result: a wrong callable raises
-    before any timing is reported.
+    before any timing is reported. ``budget_s`` bounds the whole measurement's wall time: the
+    warmup calls after the first (checked) one stop once half of it is spent, the samples once
+    all of it is and ``MIN_SAMPLES`` were taken; the stop is decided by the clock alone, never by
+    the values, so the samples taken are an honest (smaller) sample.
     """
     if repeat < 1 or warmup < 0:
         raise ValueError("repeat must be >= 1 and warmup >= 0")
+    start = clock()
+    spent = lambda: clock() - start  # noqa: E731
     first_s, result = device.elapsed(fn, 1)
     if check is not None:
         check(result)
+    last_s = None   # the last warmup call after the first (the first may include a compile)
     for _ in range(max(0, warmup - 1)):
-        device.elapsed(fn, 1)
-    number = number or calibrate(device, fn, min_sample_s)
+        if budget_s is not None and spent() >= budget_s / 2:
+            break
+        last_s, _ = device.elapsed(fn, 1)
+    if number is None:   # one more call to calibrate, unless a warmup call already says enough
+        number = (max(1, math.ceil(min_sample_s / last_s)) if last_s
+                  else calibrate(device, fn, min_sample_s))
     samples = []
     graphs = compiled_graphs()
+    stopped = "repeat"
     with HostLoad() as load:
         for _ in range(repeat):
+            if (budget_s is not None and len(samples) >= MIN_SAMPLES
+                    and spent() >= budget_s):
+                stopped = "time budget"
+                break
             seconds, result = device.elapsed(fn, number)
             samples.append(seconds / number * 1e6)
     new_graphs = compiled_graphs() - graphs
     if check is not None:
         check(result)
-    return Samples(tuple(samples), number, warmup, first_s, load.others_cores, new_graphs)
+    return Samples(tuple(samples), number, warmup, first_s, load.others_cores, new_graphs,
+                   repeat, stopped)
 
 
 def compiled_graphs() -> int:

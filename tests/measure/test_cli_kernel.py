@@ -102,3 +102,42 @@ def test_a_subject_without_a_kernel_is_skipped_with_exit_2(monkeypatch, capsys):
     monkeypatch.setattr(cli_options, "open_subject", lambda spec: _KernelSubject(None))
     assert main(["kernel", *SMALL_ARGS, "--step", "256,1,65,130"]) == 2
     assert "skipped" in capsys.readouterr().out
+
+
+def _kernel_json(capsys, *flags) -> dict:
+    code = main(["kernel", "--subject", "reference:post-810-clamp", *SMALL_ARGS,
+                 "--workload", "bimodal", "--workload", "mixed-prefill-decode", "--steps", "4",
+                 "--repeat", "7", "--warmup", "1", "--json", *flags])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_first_look_counts_what_the_full_run_counts(capsys):
+    first, full = _kernel_json(capsys), _kernel_json(capsys, "--full")
+    assert first["options"]["time_budget_s"] == 2.0 and full["options"]["time_budget_s"] is None
+    assert first["options"]["shape_only"] == ["warmup", "workload"]
+    assert full["options"]["shape_only"] == []
+    exact = ("graphs", "graphs_warmup", "graphs_workload", "graphs_by_kernel", "unique_graphs",
+             "late_compile_keys", "fallback_keys", "uncompiled_keys", "verdict")
+    for a, b in zip(first["rows"], full["rows"]):
+        assert {k: a["graphs"][k] for k in exact} == {k: b["graphs"][k] for k in exact}
+        # the full run computed every key and checked it; the first look checks what it times
+        assert b["graphs"]["checked_calls"] >= b["graphs"]["model_keys"] > 0
+        assert b["timing"]["timed_shapes"] == b["timing"]["distinct_shapes"]
+        for shape in a["timing"]["shapes"] + b["timing"]["shapes"]:
+            assert shape["samples_asked"] == 7
+            assert len(shape["samples_us"]) <= 7 and shape["stats"]["n"] == len(
+                shape["samples_us"])
+        assert all(s["sampling_stopped"] == "repeat" and len(s["samples_us"]) == 7
+                   for s in b["timing"]["shapes"])
+
+
+def test_a_spent_time_budget_times_the_first_shape_only_and_says_so(capsys):
+    doc = _kernel_json(capsys, "--time-budget", "0.000001")
+    for row in doc["rows"]:
+        t = row["timing"]
+        (shape,) = t["shapes"]   # the most frequent shape; none after the budget is spent
+        assert shape["sampling_stopped"] == "time budget" and len(shape["samples_us"]) == 5
+        assert t["timed_shapes"] == 1
+        assert t["shapes_left_by_budget"] == min(t["distinct_shapes"], 6) - 1
+    assert any(row["timing"]["shapes_left_by_budget"] for row in doc["rows"])

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from harness.config import Overrides
-from harness.measure.compiles import count_graphs
+from harness.measure.compiles import case_graphs, count_graphs, end_sessions, session_workloads
+from harness.measure.device import select
 from harness.model.cost import workload_cost
 from harness.workloads import Workload, generate, inline
 from tests.measure.helpers import SMALL, subject_and_bucketing
@@ -59,7 +60,9 @@ def test_graph_count_equals_model_keys(policy, overrides, workload):
     assert r.graphs_by_kernel["batched"] == len({k for k in set(model.keys) | model.warmup
                                                  if k.kernel != "attn"})
     assert r.matches_model and r.verdict == "yes"
-    assert r.checked_calls == r.graphs  # the first call of every graph was checked
+    # every key the workload reaches ran and was checked once; warmup variants compile
+    # shape-only (their dummy outputs are never computed, so never checked)
+    assert r.checked_calls == len(set(model.keys))
 
 
 def test_warmup_grid_past_the_default_limit_falls_back():
@@ -158,3 +161,91 @@ def test_inductor_counts_and_times_cold_compiles():
     assert all(s > 0 for s in r.compile_seconds.values())
     assert r.inductor_cache.get("fxgraph_cache_miss", 0) >= 1
     assert r.inductor_cache.get("fxgraph_cache_hit", 0) == 0
+
+
+def _figures(r, error: bool = True) -> dict:
+    """A count's figures, compile seconds left out (a measured time, never twice the same), and
+    the oracle's error too where the runs' K/V data differ (a case session's workspace is
+    sized for every workload of the case)."""
+    d = r.as_dict()
+    for k in ("compile_seconds", "compile_seconds_total", "compile_seconds_mean",
+              "compile_seconds_max") + (() if error else ("max_abs_error",)):
+        d.pop(k)
+    return d
+
+
+@pytest.mark.parametrize("policy,overrides,workload", [
+    ("post-810-clamp", "batched", "bimodal"),
+    ("chunked", "num-seqs-low", "bimodal"),   # falls back during warmup at the default limit
+])
+def test_shape_only_calls_count_what_computed_calls_count(policy, overrides, workload):
+    _, ran = _count(policy, overrides, workload, shape_only=())
+    run = _figures(ran)
+    checks = {k: run.pop(k) for k in ("checked_calls", "max_abs_error")}
+    assert checks["checked_calls"] == ran.graphs + len(ran.fallbacks)   # every key, computed
+    for phases in (("warmup",), ("warmup", "workload")):
+        _, shaped = _count(policy, overrides, workload, shape_only=phases)
+        figures = _figures(shaped)
+        # what a shape-only phase reaches is never computed, fall-backs included (Dynamo
+        # declines them at the limit instead of running them eagerly)
+        computed = set() if "workload" in phases else set(shaped.model_keys)
+        assert figures.pop("checked_calls") == len(computed)
+        figures.pop("max_abs_error")
+        assert figures == run
+
+
+def _case_runs(policy, overrides, names, config=SMALL, **kwargs):
+    """Each workload counted alone, and the same workloads through one case session."""
+    subject, bucketing = subject_and_bucketing(policy, config,
+                                               Overrides.from_env(OVERRIDES[overrides]))
+    kernel, generation = subject.decode_kernel()
+    wls = [generate(n, config, steps=6, seed=1) if isinstance(n, str) else n for n in names]
+    alone = [count_graphs(kernel, generation, bucketing, config, w, **kwargs) for w in wls]
+    end_sessions()
+    shared = [case_graphs(kernel, generation, bucketing, config, w, device=select("cpu"),
+                          max_cache_bytes=1 << 30, **kwargs) for w in wls]
+    return alone, shared
+
+
+@pytest.mark.parametrize("policy,overrides", [
+    ("post-810-clamp", "batched"), ("chunked", "num-seqs-low"), ("pre-810", "query-no-1")])
+def test_a_case_session_gives_each_workload_its_own_figures(policy, overrides):
+    names = ["bimodal", "uniform-long", "mixed-prefill-decode", "bimodal"]
+    alone, shared = _case_runs(policy, overrides, names)
+    assert [_figures(r, False) for r in shared] == [_figures(r, False) for r in alone]
+    assert session_workloads() == len(names)   # all four counted in one session
+
+
+def test_a_limit_filled_by_late_keys_is_counted_in_a_session_of_its_own():
+    """Workload 1 fills the batched kernel's limit with late keys; workload 2's own keys would
+    fall back in the case session but compile in a run of its own: it is counted alone, and the
+    case session stays for workload 3."""
+    config = SMALL.replace(max_model_len=1024)
+    first = _many_batched_keys(blocks=(1, 2, 4, 8))
+    second = _many_batched_keys(blocks=(16,))
+    alone, shared = _case_runs("pre-810", "batched", [first, second, first], config,
+                               record_warmup=False)
+    assert alone[0].graphs == 8 and not alone[0].fallbacks   # the limit, reached
+    assert alone[1].graphs == 2 and not alone[1].fallbacks   # its keys compile alone
+    assert session_workloads() == 2   # workloads 1 and 3
+    assert [_figures(r, False) for r in shared] == [_figures(r, False) for r in alone]
+
+
+def test_a_kernel_with_a_graph_break_is_never_shared():
+    subject, bucketing = subject_and_bucketing("post-810-clamp")
+    kernel, generation = subject.decode_kernel()
+
+    def broken(query, *args, **kwargs):
+        query = query * 1   # a graph before the break that every key shares (query's shape)
+        torch._dynamo.graph_break()
+        return kernel(query, *args, **kwargs)
+
+    # shared, the second key would reuse the graph before the break that the first compiled
+    wls = [inline(["64,64,64,64"]), inline(["128,128,128,128"])]
+    alone = [count_graphs(broken, generation, bucketing, SMALL, w) for w in wls]
+    end_sessions()
+    shared = [case_graphs(broken, generation, bucketing, SMALL, w, device=select("cpu"),
+                          max_cache_bytes=1 << 30) for w in wls]
+    assert alone[1].graphs_by_kernel["batched"] == len(alone[1].model_keys) + 1 == 2
+    assert session_workloads() == 1
+    assert [_figures(r, False) for r in shared] == [_figures(r, False) for r in alone]

@@ -12,7 +12,7 @@ import torch
 
 from harness.measure import device as devices
 from harness.measure.device import Device, DeviceError, HostLoad, select
-from harness.measure.timing import Samples, measure, median_ci, summarize
+from harness.measure.timing import MIN_SAMPLES, Samples, measure, median_ci, summarize
 
 CPU = Device("cpu", torch.device("cpu"), "cpu (test)")
 
@@ -63,6 +63,40 @@ def test_measure_keeps_raw_samples_and_checks_first_and_last_results():
 def test_measure_calibrates_calls_per_sample():
     s = measure(CPU, lambda: None, repeat=2, warmup=1, min_sample_s=1e-3)
     assert s.number > 1
+
+
+class _Clock:
+    """A clock that each call of the timed function moves on by ``step`` seconds."""
+
+    def __init__(self, step: float):
+        self.now, self.step, self.calls = 0.0, step, 0
+
+    def fn(self):
+        self.calls += 1
+        self.now += self.step
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_time_budget_stops_sampling_and_says_so():
+    clock = _Clock(0.125)
+    s = measure(CPU, clock.fn, repeat=50, warmup=3, number=1, budget_s=1.5, clock=clock)
+    # 0.375 s of first call and warmup (both extra warmup calls start within half the budget),
+    # then samples until the clock reaches 1.5 s: 9 of the 50 asked for
+    assert len(s.us_per_call) == 9 and clock.calls == 12
+    assert (s.repeat, s.stopped) == (50, "time budget")
+    unbounded = measure(CPU, clock.fn, repeat=50, warmup=3, number=1, clock=clock)
+    assert len(unbounded.us_per_call) == 50 and unbounded.stopped == "repeat"
+
+
+def test_a_spent_budget_still_takes_the_fewest_samples_and_no_more_warmup():
+    clock = _Clock(0.125)
+    s = measure(CPU, clock.fn, repeat=50, warmup=3, number=1, budget_s=0.05, clock=clock)
+    assert len(s.us_per_call) == MIN_SAMPLES and clock.calls == 1 + MIN_SAMPLES
+    assert s.stopped == "time budget"
+    # fewer samples than asked are reported as they are: the summary keeps its n
+    assert s.summary().n == MIN_SAMPLES
 
 
 def test_a_failing_check_stops_before_any_timing():
