@@ -7,10 +7,11 @@ needs torch is imported inside :func:`run`.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.analyze.kernel_gates import exit_status, parse_gates
 from harness.cli import options
-from harness.errors import ConfigError
+from harness.errors import ConfigError, SubjectFailed
 from harness.measure.settings import defaults as kernel_defaults
 from harness.progress import Progress
 from harness.report.tables import print_json
@@ -205,6 +206,9 @@ def run(args) -> int:
                               "num_layers": c.num_layers}
                     rows.append({"case": case.key(), "layout": layout, "workload": spec.name,
                                  **fig})
+    failed = [r["skipped"] for r in rows if r.get("failed")]
+    if failed:   # said first (stderr), as every command says a subject's failure
+        print(f"spyre-bench: FAILED: {SubjectFailed(failed)}", file=sys.stderr)
     if args.json:
         print_json({"device": dev.as_dict(), "options": opts.as_dict(), "rows": rows})
     else:

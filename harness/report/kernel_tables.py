@@ -26,7 +26,9 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
     lead = ["bs", "mml", "mns", "overrides", "workload", "subject"]
     for r in rows:
         where = " ".join(map(str, _lead(r)))
-        if "skipped" in r:
+        if r.get("failed"):   # the subject's own code failed: that commit's failure, not a skip
+            out.print(f"[bold red]FAILED[/] {where}: {r['skipped']}", highlight=False)
+        elif "skipped" in r:
             out.print(f"[yellow]skipped[/] {where}: {r['skipped']}", highlight=False)
         if "wrong" in r:
             out.print(f"[bold red]WRONG[/] {where}: {r['wrong']}", highlight=False)

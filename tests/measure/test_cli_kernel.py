@@ -141,3 +141,23 @@ def test_a_spent_time_budget_times_the_first_shape_only_and_says_so(capsys):
         assert t["timed_shapes"] == 1
         assert t["shapes_left_by_budget"] == min(t["distinct_shapes"], 6) - 1
     assert any(row["timing"]["shapes_left_by_budget"] for row in doc["rows"])
+
+
+def test_a_commit_whose_build_raises_is_a_failure_said_first_not_a_skip(spyre_repo, tmp_path):
+    """The subject's own build() raising: the row is FAILED (JSON: ``failed``), the first
+    stderr line says so, and the command exits 1 (a commit's failure, never a skip)."""
+    from tests.fixtures.spyre_repo import BACKEND
+    from tests.test_pr_comment import BUILD_RAISES
+
+    broken = spyre_repo.edit(BACKEND, *BUILD_RAISES, parent="gen3", message="build() raises")
+    argv = [sys.executable, "-m", "harness", "kernel", "--subject", spyre_repo.spec(broken),
+            "--workload", "four-3-block-decodes", "--overrides", "batched", "--no-timing"]
+    table = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert table.returncode == 1, table.stderr
+    first = next(line for line in table.stderr.splitlines() if line.startswith("spyre-bench:"))
+    assert first.startswith("spyre-bench: FAILED: subject failed in 1 row(s)")
+    assert "metadata builder is broken" in first
+    assert "FAILED" in table.stdout and "skipped" not in table.stdout
+    rows = json.loads(subprocess.run(argv + ["--json"], capture_output=True, text=True,
+                                     timeout=300, cwd=tmp_path).stdout)["rows"]
+    assert [r.get("failed") for r in rows] == [True]
