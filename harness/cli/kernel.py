@@ -204,8 +204,9 @@ def run(args) -> int:
                     layout = {"num_kv_heads": c.num_kv_heads, "queries_per_kv": c.queries_per_kv,
                               "head_size": c.head_size, "dtype": c.dtype,
                               "num_layers": c.num_layers}
+                    # which code the figures are of: every attention module's content hash
                     rows.append({"case": case.key(), "layout": layout, "workload": spec.name,
-                                 **fig})
+                                 **fig, "sources": subject.sources})
     failed = [r["skipped"] for r in rows if r.get("failed")]
     if failed:   # said first (stderr), as every command says a subject's failure
         print(f"spyre-bench: FAILED: {SubjectFailed(failed)}", file=sys.stderr)

@@ -161,3 +161,7 @@ def test_a_commit_whose_build_raises_is_a_failure_said_first_not_a_skip(spyre_re
     rows = json.loads(subprocess.run(argv + ["--json"], capture_output=True, text=True,
                                      timeout=300, cwd=tmp_path).stdout)["rows"]
     assert [r.get("failed") for r in rows] == [True]
+    # every row says which code it is of: each attention module's content hash
+    import hashlib
+    assert rows[0]["sources"][BACKEND] == hashlib.sha256(
+        spyre_repo.read(broken, BACKEND).encode()).hexdigest()[:12]
