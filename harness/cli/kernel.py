@@ -152,7 +152,7 @@ def _validate(args) -> None:
 
 
 def _budget(args, default: float | None) -> float | None:
-    """Seconds per shape's timing: the flag's (0: none), else none with --full, else the default."""
+    """Seconds per workload's timing: the flag's (0: none), else none with --full, else the default."""
     if args.time_budget is not None:
         return args.time_budget or None
     return None if args.full else default
