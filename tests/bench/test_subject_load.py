@@ -35,6 +35,8 @@ def quick_matrix(spec: str) -> int:
 
 
 def test_quick_matrix_one_commit(benchmark, spyre_repo):
+    if benchmark.disabled:   # the quick matrix's figures are tested elsewhere; this times them
+        pytest.skip("one commit x the quick matrix: a benchmark (make bench)")
     benchmark.extra_info.update(cases=len(CASES), workloads=len(WORKLOADS), target_s=2.0)
     computed = benchmark.pedantic(quick_matrix, args=(spyre_repo.spec("gen3"),), rounds=5,
                                   iterations=1)
