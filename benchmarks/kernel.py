@@ -63,7 +63,8 @@ class Decode:
 
 class DecodeBytes:
     """Per probe, the bytes one layer must move and the bytes it walks on the subject's bucket
-    (exact: the model's padded slots, no kernel run). With ``Decode.time_layer`` and the
+    (exact, no kernel run: the padded slots the commit's own builder decides; the model's on
+    the subject's bucketing for a subject with no builder). With ``Decode.time_layer`` and the
     bandwidth in the machine's info they give kernel efficiency and the fraction of the roofline
     over the history (the report's efficiency plots)."""
 
@@ -75,27 +76,46 @@ class DecodeBytes:
     def setup_cache(self):
         import dataclasses
 
-        from harness.config import Overrides
+        from harness.config import BATCHED_DECODE, Overrides
+        from harness.errors import HarnessError
         from harness.measure.efficiency import step_bytes
         from harness.model.cost import step_cost
-        from harness.workloads import parse_step
+        from harness.workloads import Workload, parse_step
         subject = suite.subject()
         if subject.lacks("bucketer"):
             return {"skipped": subject.lacks("bucketer")}
         table = {}
         for name, probe in _PROBES.items():
             config = probe.engine_config()
-            bucketing = subject.bucketing(config, Overrides.from_env(probe.env))
-            if probe.per_sequence:   # as probes.prepare forces it
-                bucketing = dataclasses.replace(bucketing, batched_enabled=False)
             step = parse_step(probe.step, probe.name)
-            table[name] = step_bytes(config, step, step_cost(bucketing, config, step)
-                                     .padded_kv_slots)
+            if "forward" in subject.capabilities:
+                # as probes._prepare_forward runs it: the commit's own builder decides the
+                # padded slots (the per-sequence baseline: batched decode off)
+                env = dict(probe.env)
+                if probe.per_sequence:
+                    env.pop(BATCHED_DECODE, None)
+                try:
+                    (cost,) = subject.workload_costs(config, Overrides.from_env(env),
+                                                     [Workload(name, "probe", (step,))])
+                except HarnessError as exc:
+                    table[name] = {"skipped": str(exc)}
+                    continue
+                if isinstance(cost, HarnessError):
+                    table[name] = {"skipped": str(cost)}
+                    continue
+                slots = cost.steps[0].padded_kv_slots
+            else:   # the kernel alone, on the subject's bucketing, as probes.prepare feeds it
+                bucketing = subject.bucketing(config, Overrides.from_env(probe.env))
+                if probe.per_sequence:
+                    bucketing = dataclasses.replace(bucketing, batched_enabled=False)
+                slots = step_cost(bucketing, config, step).padded_kv_slots
+            table[name] = step_bytes(config, step, slots)
         return table
 
     def setup(self, table, probe):
-        if "skipped" in table:
-            suite.skip(f"kernel.DecodeBytes[{probe}]", table["skipped"])
+        skipped = table.get("skipped") or table[probe].get("skipped")
+        if skipped:
+            suite.skip(f"kernel.DecodeBytes[{probe}]", skipped)
         self.figures = table[probe]
 
     def track_walked_bytes(self, table, probe):

@@ -1,6 +1,7 @@
-"""``kernel.DecodeBytes``: the bytes the suite stores per probe (from the exact model, no kernel
-run) are the bytes the probe's kernel calls really gather, so efficiency over the history is
-computed on the right numerator."""
+"""``kernel.DecodeBytes``: the bytes the suite stores per probe (exact, no kernel run: the
+commit's own builder where it has one, else the model on the subject's bucketing) are the bytes
+the probe's kernel calls really gather, so efficiency over the history is computed on the right
+numerator."""
 
 from __future__ import annotations
 
@@ -47,3 +48,23 @@ def test_stored_bytes_are_what_the_probes_kernel_calls_gather(table_for, spec):
 def test_a_commit_without_a_bucketer_skips(table_for, spyre_repo):
     table, _ = table_for(spyre_repo.spec("no-bucketer"))
     assert set(table) == {"skipped"} and table["skipped"]
+
+
+def test_a_commits_own_builder_decides_the_walked_bytes(table_for, spyre_repo):
+    """A builder edited to pad a batch to the bucket of twice its sequences (bucketer unchanged):
+    the stored walked bytes follow the commit's builder, not the model on its bucketing."""
+    from tests.fixtures.spyre_repo import BACKEND
+
+    padded = spyre_repo.edit(BACKEND, "find_sequence_bucket(num_seqs),",
+                             "find_sequence_bucket(2 * num_seqs),", parent="gen3",
+                             message="builder: pad batched decodes to twice the sequences")
+    before, _ = table_for(spyre_repo.spec("gen3"))
+    after, _ = table_for(spyre_repo.spec(padded))
+    batched = [p.name for p in probes.QUICK if not p.per_sequence]
+    assert batched
+    for name in batched:
+        assert after[name]["logical_bytes"] == before[name]["logical_bytes"]
+        assert after[name]["walked_bytes"] > before[name]["walked_bytes"], name
+    for probe in probes.QUICK:
+        if probe.per_sequence:   # batched decode off: the edit does not reach it
+            assert after[probe.name] == before[probe.name]
