@@ -32,6 +32,8 @@ what it does, per config x workload x subject:
            token, per step x num_layers, decode tokens/s, K/V GB/s. A first look spends
            --time-budget seconds per workload (shapes most frequent first, at least 5 samples
            each); rows say how many samples and shapes they got.
+  workloads: every named mix, or on --tier tiny the review's two (four-3-block-decodes,
+  bimodal): a first look of four configs in under 30 s on two cores.
   every timed output is checked against a plain-softmax oracle (--full: every key the graph
   count reaches, too); a wrong kernel is reported as WRONG with no timing, and the command
   exits 1. --full: the full measurement (every shape, every --repeat sample, every key run).
@@ -160,14 +162,27 @@ def _budget(args, default: float | None) -> float | None:
 
 def run(args) -> int:
     _validate(args)
+    from harness.measure.kernel_run import counting_pool
+    from harness.subjects import is_embedded
+    from harness.subjects.prefetch import jobs
+
+    cases = options.cases(args)
+    specs = options.workloads(args, kernel=True)
+    given = options.subject_specs(args)
+    # Only the embedded reference counts in parallel: a commit's worker loads its code once,
+    # a counting process per config would load it again (the fixture's gen3: 76 s, not 20 s).
+    parallel = not args.no_graphs and all(is_embedded(s) for s in given)
+    with counting_pool(min(jobs(), len(cases) * len(given)) if parallel else 1) as pool:
+        return _run(args, cases, specs, pool)
+
+
+def _run(args, cases, specs, pool) -> int:
     d = kernel_defaults()
     subjects = options.subjects(args)
-    cases = options.cases(args)
-    specs = options.workloads(args)
 
     from harness.measure import device as devices
     from harness.measure.compiles import check_backend
-    from harness.measure.kernel_figures import KernelOptions, measure_workload
+    from harness.measure.kernel_figures import KernelOptions
 
     if args.threads is not None:
         import torch
@@ -191,22 +206,19 @@ def run(args) -> int:
         bandwidth_gbps=bandwidth["gb_per_s"], bandwidth_source=bandwidth["source"],
         time_budget_s=_budget(args, d["time_budget_s"]),
         shape_only=() if args.full else ("warmup", "workload"))
-    rows = []
+    from harness.measure.kernel_run import measure_all
+
     with Progress(len(cases) * len(specs) * len(subjects), "kernel") as advance:
-        for case in cases:
-            for spec in specs:
-                for subject in subjects:
-                    label = f"{subject.spec} {case.label()} {spec.name}"
-                    fig = measure_workload(subject, case, spec, opts,
-                                           lambda what, label=label: advance(label, what, 0))
-                    advance(label, "done", 1)
-                    c = case.config
-                    layout = {"num_kv_heads": c.num_kv_heads, "queries_per_kv": c.queries_per_kv,
-                              "head_size": c.head_size, "dtype": c.dtype,
-                              "num_layers": c.num_layers}
-                    # which code the figures are of: every attention module's content hash
-                    rows.append({"case": case.key(), "layout": layout, "workload": spec.name,
-                                 **fig, "sources": subject.sources})
+        figures = measure_all(subjects, cases, specs, opts, advance, pool)
+    rows = []
+    units = ((case, spec, subject) for case in cases for spec in specs for subject in subjects)
+    for (case, spec, subject), fig in zip(units, figures):
+        c = case.config
+        layout = {"num_kv_heads": c.num_kv_heads, "queries_per_kv": c.queries_per_kv,
+                  "head_size": c.head_size, "dtype": c.dtype, "num_layers": c.num_layers}
+        # which code the figures are of: every attention module's content hash
+        rows.append({"case": case.key(), "layout": layout, "workload": spec.name, **fig,
+                     "sources": subject.sources})
     failed = [r["skipped"] for r in rows if r.get("failed")]
     if failed:   # said first (stderr), as every command says a subject's failure
         print(f"spyre-bench: FAILED: {SubjectFailed(failed)}", file=sys.stderr)

@@ -98,12 +98,17 @@ def add_subjects(p: argparse.ArgumentParser) -> None:
                         "line, exit 2")
 
 
-def subjects(args) -> list[Subject]:
+def subject_specs(args) -> list[str]:
+    """The subject specs given (--subject, or --base and --head), none of them opened."""
     if bool(args.base) != bool(args.head):
         raise ConfigError("--base and --head go together")
     if args.base and args.subject:
         raise ConfigError("give either --subject or --base/--head, not both")
-    specs_ = [args.base, args.head] if args.base else [args.subject or DEFAULT_SUBJECT]
+    return [args.base, args.head] if args.base else [args.subject or DEFAULT_SUBJECT]
+
+
+def subjects(args) -> list[Subject]:
+    specs_ = subject_specs(args)
     set_subject_timeout(getattr(args, "subject_timeout", None))
     return [open_subject(s) for s in specs_]
 
@@ -192,9 +197,14 @@ def add_workloads(p: argparse.ArgumentParser) -> None:
                    help="seed of the generated mixes")
 
 
-def workloads(args) -> list[WorkloadSpec]:
-    steps = args.steps or (TIERS[args.tier].steps if args.tier else DEFAULT_STEPS)
-    return specs(args.workload, args.trace, args.step, steps=steps, seed=args.seed)
+def workloads(args, kernel: bool = False) -> list[WorkloadSpec]:
+    """The workloads named, else every mix (a kernel run on a tier: the tier's kernel mixes)."""
+    tier = TIERS[args.tier] if args.tier else None
+    steps = args.steps or (tier.steps if tier else DEFAULT_STEPS)
+    mixes = args.workload
+    if kernel and tier and tier.kernel_mixes and not (mixes or args.trace or args.step):
+        mixes = list(tier.kernel_mixes)
+    return specs(mixes, args.trace, args.step, steps=steps, seed=args.seed)
 
 
 def add_output(p: argparse.ArgumentParser) -> None:

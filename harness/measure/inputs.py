@@ -253,12 +253,7 @@ class Workspace:
         self.scale = 1.0 / math.sqrt(config.head_size)
         self.dtype = torch_dtype(config)
         bs, kv, d = config.block_size, config.num_kv_heads, config.head_size
-        cache_bytes = 2 * self.num_pages * bs * kv * d * config.dtype_bytes
-        if cache_bytes > max_cache_bytes:
-            raise InputError(
-                f"the K/V cache for this batch needs {cache_bytes / (1 << 30):.1f} GiB "
-                f"({self.num_pages} pages of {bs} tokens x {kv} KV heads x {d}) > the limit of "
-                f"{max_cache_bytes / (1 << 30):.1f} GiB; use smaller configs or a larger limit")
+        self.check_fits(config, self.num_pages, max_cache_bytes)
         gen = torch.Generator().manual_seed(seed)
         shape = (self.num_pages, bs, kv, d)
         self.k_pages = torch.randn(shape, generator=gen).to(self.dtype).to(self.device)
@@ -268,13 +263,30 @@ class Workspace:
             self.dtype).to(self.device)
         self.seed = seed
 
+    @staticmethod
+    def check_fits(config: EngineConfig, num_pages: int, max_cache_bytes: int) -> None:
+        """InputError where a cache of ``num_pages`` pages would pass the limit."""
+        bs, kv, d = config.block_size, config.num_kv_heads, config.head_size
+        num_pages = max(2, num_pages)
+        cache_bytes = 2 * num_pages * bs * kv * d * config.dtype_bytes
+        if cache_bytes > max_cache_bytes:
+            raise InputError(
+                f"the K/V cache for this batch needs {cache_bytes / (1 << 30):.1f} GiB "
+                f"({num_pages} pages of {bs} tokens x {kv} KV heads x {d}) > the limit of "
+                f"{max_cache_bytes / (1 << 30):.1f} GiB; use smaller configs or a larger limit")
+
+    @staticmethod
+    def pages_for(config: EngineConfig, steps) -> int:
+        """Pages so every step gets distinct ones (page 0 stays the null page)."""
+        return 1 + max((sum(ceil_div(s.seq_len, config.block_size) for s in step)
+                        for step in steps), default=1)
+
     @classmethod
     def for_steps(cls, config: EngineConfig, steps, device="cpu", seed: int = 0,
                   soft_cap: float = 0.0, max_cache_bytes: int = DEFAULT_MAX_CACHE_BYTES):
         """Sized so every step gets distinct pages (page 0 stays the null page)."""
-        most = max((sum(ceil_div(s.seq_len, config.block_size) for s in step) for step in steps),
-                   default=1)
-        return cls(config, 1 + most, device, seed, soft_cap, max_cache_bytes)
+        return cls(config, cls.pages_for(config, steps), device, seed, soft_cap,
+                   max_cache_bytes)
 
     # -- pages -------------------------------------------------------------------------------
 

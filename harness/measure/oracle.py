@@ -45,16 +45,17 @@ class Check:
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
               scale: float, soft_cap: float) -> torch.Tensor:
     """q [Q, H, D] at absolute ``positions``; k, v [L, KV, D]: causal softmax attention, GQA."""
-    heads, kv_heads = q.shape[1], k.shape[1]
-    group = heads // kv_heads
-    k = k.repeat_interleave(group, dim=1)
-    v = v.repeat_interleave(group, dim=1)
-    scores = torch.einsum("qhd,lhd->hql", q, k) * scale
+    rows, heads, head_size = q.shape
+    kv_heads = k.shape[1]
+    # query head h reads KV head h // group: [Q, KV, group, D] against K/V as they are (no copy)
+    q = q.view(rows, kv_heads, heads // kv_heads, head_size)
+    scores = torch.einsum("qkgd,lkd->kgql", q, k) * scale
     if soft_cap > 0:
         scores = soft_cap * torch.tanh(scores / soft_cap)
-    keys = torch.arange(k.shape[0]).view(1, 1, -1)
-    scores = scores.masked_fill(keys > positions.view(1, -1, 1), float("-inf"))
-    return torch.einsum("hql,lhd->qhd", torch.softmax(scores, dim=-1), v)
+    keys = torch.arange(k.shape[0]).view(1, 1, 1, -1)
+    scores = scores.masked_fill(keys > positions.view(1, 1, -1, 1), float("-inf"))
+    out = torch.einsum("kgql,lkd->qkgd", torch.softmax(scores, dim=-1), v)
+    return out.reshape(rows, heads, head_size)
 
 
 def _tokens(pages_tensor: torch.Tensor, pages: list[int], length: int) -> torch.Tensor:

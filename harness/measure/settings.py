@@ -22,7 +22,7 @@ DEFAULT_MAX_CACHE_BYTES = 8 << 30
 #: Wall seconds one workload's timing may take by default (a first look; ``--full`` lifts it):
 #: step shapes are timed most frequent first, each with the samples that fit (at least
 #: timing.MIN_SAMPLES), and none starts once the budget is spent (the first always does).
-FIRST_LOOK_BUDGET_S = 2.0
+FIRST_LOOK_BUDGET_S = 1.0
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,7 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
                 notes += [f"{r['subject']} {r['workload']} {s['shape']}: {w}"
                           for w in s["warnings"]]
         out.print(table(
-            f"kernel time, {label}, on {dev.description}: {opts.timing}, median of "
-            f"{opts.repeat} samples",
+            f"kernel time, {label}, on {dev.description}: {opts.timing}, {_sampling(opts)}",
             ["workload", "subject", "path", "shape", "steps", "seqs", "calls", "iters",
              "µs/layer", "IQR", "95% CI µs", "µs/token", f"ms/step×{layers}", "tok/s",
              "KV GB/s", "max err"], body,
@@ -140,3 +139,11 @@ def _efficiency(timed: list[dict], dev, opts, out) -> None:
                 "walked: padded slots included; padding eff = logical/walked K/V; kernel eff = "
                 "walked GB/s / the machine's bandwidth; of roofline = logical GB/s / bandwidth; "
                 "warm cache (inputs of the previous call)"))
+
+
+def _sampling(opts) -> str:
+    """How the rows were sampled: every --repeat sample, or what a time budget allowed."""
+    if opts.time_budget_s:
+        return (f"median of up to {opts.repeat} samples per shape in {opts.time_budget_s:g} s "
+                "per workload (a first look; --full: every sample)")
+    return f"median of {opts.repeat} samples"

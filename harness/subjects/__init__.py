@@ -20,11 +20,17 @@ def resolve_subject(spec: str) -> Subject:
     return found if isinstance(found, Subject) else found.load()
 
 
+def is_embedded(spec: str) -> bool:
+    """Whether ``spec`` names the embedded reference (the harness's own code, in this process)."""
+    kind, sep, _ = spec.partition(":")
+    return bool(sep) and kind == "reference"
+
+
 def locate(spec: str):
     """The reference Subject itself, or a spyre-inference version found (``Located``), its
     sources read and none of its code run yet."""
     kind, sep, rest = spec.partition(":")
-    if sep and kind == "reference":
+    if is_embedded(spec):
         return reference_subject(rest)
     if spec == "spyre-inference" or (sep and kind in ("path", "git")):
         # Imported here: the loader's modules are not needed for the reference subject.

@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.cli import options as cli_options
+from harness.measure.settings import FIRST_LOOK_BUDGET_S
 from tests.measure.test_oracle import _KernelSubject, dropped_rescale
 
 SPYRE_BENCH = str(Path(sys.executable).with_name("spyre-bench"))
@@ -114,7 +115,8 @@ def _kernel_json(capsys, *flags) -> dict:
 
 def test_a_first_look_counts_what_the_full_run_counts(capsys):
     first, full = _kernel_json(capsys), _kernel_json(capsys, "--full")
-    assert first["options"]["time_budget_s"] == 2.0 and full["options"]["time_budget_s"] is None
+    assert first["options"]["time_budget_s"] == FIRST_LOOK_BUDGET_S
+    assert full["options"]["time_budget_s"] is None
     assert first["options"]["shape_only"] == ["warmup", "workload"]
     assert full["options"]["shape_only"] == []
     exact = ("graphs", "graphs_warmup", "graphs_workload", "graphs_by_kernel", "unique_graphs",
