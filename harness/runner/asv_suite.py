@@ -304,19 +304,20 @@ def _previous_skips(target: Target, options: Options) -> list[dict]:
 
 def _run_exact(target: Target, options: Options, bench: str | None, skip_log: Path,
                log) -> tuple[int, str, bool]:
-    """The exact tier in this process, stored through asv.results (harness.runner.inprocess)."""
-    from harness.runner.inprocess import write_exact
-    log.write(f"$ exact tier in process: {target.spec} --bench {bench}\n")
-    log.flush()
+    """The exact tier in one process of its own, stored through asv.results
+    (harness.runner.inprocess, harness.runner.exact_process)."""
+    from harness.runner.exact_process import run_exact
+    log.write(f"$ exact tier in one process: {target.spec} --bench {bench}\n")
     t0 = time.monotonic()
-    stored, failed = write_exact(spec=target.spec, commit=target.commit, repo=options.repo,
-                                 results_dir=options.results_dir, machine=options.machine,
-                                 env_name=env_name(options.device), tier=options.tier,
-                                 bench=bench, skip_log=skip_log.resolve())
+    stored, failed, ended = run_exact(
+        log, spec=target.spec, commit=target.commit, repo=options.repo,
+        results_dir=options.results_dir, machine=options.machine,
+        env_name=env_name(options.device), tier=options.tier, bench=bench,
+        skip_log=skip_log.resolve())
     log.write(f"stored {stored} exact benchmarks ({failed} with failures) in "
               f"{time.monotonic() - t0:.1f} s\n")
-    return (1 if failed else 0), (f"{failed} exact benchmark(s) failed (log)" if failed else ""), \
-        bool(stored)
+    cause = ended or (f"{failed} exact benchmark(s) failed (log)" if failed else "")
+    return (1 if failed else 0), cause, bool(stored) or bool(ended)
 
 
 def _read_skips(path: Path) -> list[dict]:

@@ -16,6 +16,7 @@ it would in one process. A worker keeps the memory it frees (nothing is timed in
 from __future__ import annotations
 
 import os
+import threading
 from multiprocessing import get_all_start_methods, get_context
 
 from harness.errors import ConfigError, HarnessError
@@ -42,13 +43,14 @@ def jobs() -> int:
 def prefetch(subject, source: str, requests: list) -> int:
     """Fill the memo for ``requests`` ([(config, overrides, workloads)]) in parallel; returns
     how many step figures came back. Nothing happens with one job, fewer than two requests that
-    miss the memo, or no ``fork`` (the workers are forks of this process: the subject already
-    loaded, nothing imported twice, no main module run again)."""
+    miss the memo, no ``fork`` (the workers are forks of this process: the subject already
+    loaded, nothing imported twice, no main module run again), or another thread in this
+    process (``run`` drives the tier in a process of its own for this)."""
     missing = [r for r in requests if any(FIGURES.get(source, step_key(r[0], r[1], s)) is None
                                           for w in r[2] for s in w.steps)]
     workers = min(jobs(), len(missing))
-    if workers < 2 or "fork" not in get_all_start_methods():
-        return 0
+    if workers < 2 or "fork" not in get_all_start_methods() or threading.active_count() > 1:
+        return 0   # a fork beside another thread can inherit a lock it holds, and hang for good
     filled = 0
     _worker.update(subject=subject, source=source)
     # the longest configs first, so no worker is left with one long config at the end
