@@ -64,9 +64,11 @@ bench-kernel: $(STAMP)
 
 ## Everything the project creates: the venv, ASV's environments (.asv/env-test is 1.2 GB after
 ## `make test`), logs and the reference repository, caches, build output, and the git-ignored
-## files in results/ (laptop runs of the reference; committed history stays).
+## files in results/ (laptop runs of the reference; committed history stays), and the per-user
+## cache (~/.cache/spyre-bench: the figures memo and the measured bandwidth).
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .asv .pytest_cache .ruff_cache .benchmarks .hypothesis build dist html \
 		test-artifacts *.egg-info .spyre-bench.lock
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 	if git rev-parse --git-dir >/dev/null 2>&1; then git clean -fdXq -- results; fi
+	rm -rf "$${XDG_CACHE_HOME:-$$HOME/.cache}/spyre-bench"   # figures memo, bandwidth

@@ -62,7 +62,11 @@ def test_planted_4x_slowdown_is_a_regression(spyre_repo, tmp_path):
     kinds = verdicts(data)
     batched = ("small-4x8", "notes-4x16", "review-4x3-kv-above")
     assert all(kinds[p] == "regression" for p in batched), data["timings"]
-    assert kinds["small-4x8-per-seq"] not in ("regression", "improvement")  # kernel unchanged
+    # its kernel is unchanged: never credited with the planted 4x (a verdict a few per cent off
+    # 1x is the noise the sampler's false-alarm rate allows, seen once in a loaded full run)
+    per_seq = next(t["verdict"] for t in data["timings"]
+                   if t["params"]["probe"] == "small-4x8-per-seq")
+    assert per_seq["kind"] not in ("regression", "improvement") or 0.8 < per_seq["ratio"] < 1.3
     ratios = [t["verdict"]["ratio"] for t in data["timings"] if t["params"]["probe"] in batched]
     # 4.3-7.4x measured (the kernel's fixed cost aside); never near the 1.25x a noisy A/A shows
     assert all(2.5 < r < 12 for r in ratios), ratios

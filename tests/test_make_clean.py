@@ -1,6 +1,8 @@
 """``make clean`` removes everything the project creates, in a copy of the project's files (never
-this checkout's own .venv), and keeps committed results."""
+this checkout's own .venv) and its per-user cache (figures memo, bandwidth), and keeps committed
+results."""
 
+import os
 import shutil
 import subprocess
 
@@ -35,7 +37,13 @@ def test_make_clean_removes_what_the_project_creates(tmp_path):
     for name in CREATED:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
-    subprocess.run(["make", "-s", "clean"], cwd=tmp_path, check=True, capture_output=True)
+    cache = tmp_path.parent / f"{tmp_path.name}-cache"     # the user's cache: ours goes
+    for name in ("spyre-bench/figures/ab.json", "spyre-bench/bandwidth.json", "pip/kept"):
+        (cache / name).parent.mkdir(parents=True, exist_ok=True)
+        (cache / name).write_text("x")
+    subprocess.run(["make", "-s", "clean"], cwd=tmp_path, check=True, capture_output=True,
+                   env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+    assert not (cache / "spyre-bench").exists() and (cache / "pip/kept").exists()
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
                   if p.is_file() and ".git" not in p.relative_to(tmp_path).parts)
     assert left == sorted([*KEPT, ".gitignore"])

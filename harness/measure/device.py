@@ -6,6 +6,7 @@ correctly on it: CUDA events on CUDA, host wall-clock around a device synchronis
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import platform
@@ -52,8 +53,20 @@ class Device:
     def elapsed(self, fn: Callable[[], object], number: int) -> tuple[float, object]:
         """Seconds for ``number`` back-to-back calls of ``fn``, all queued work included.
 
-        Returns the total and the last call's result (kept so the caller can check it).
+        Returns the total and the last call's result (kept so the caller can check it). The
+        garbage collector is off for the calls, as timeit and pyperf have it: a collection
+        inside a sample costs with the objects the process happens to hold, so two processes
+        running the same kernel (base and head workers) would time differently.
         """
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._elapsed(fn, number)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _elapsed(self, fn: Callable[[], object], number: int) -> tuple[float, object]:
         result = None
         if self.name == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -13,6 +13,7 @@ unstable rather than hiding it.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import statistics
 import time
@@ -165,6 +166,7 @@ class TimedLayer:
     the class); a probe prepared in a subject worker answers the same over its pipe."""
 
     def calls_per_sample(self, min_sample_s: float) -> int:
+        gc.collect()   # each side starts sampling from a collected heap
         return calibrate(self.device, self.run_layer, min_sample_s)
 
     def sample(self, number: int) -> float:

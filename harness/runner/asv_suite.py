@@ -195,7 +195,7 @@ def run_targets(targets: list[Target], options: Options, progress=None) -> Itera
             tempfile.TemporaryDirectory(prefix="spyre-bench-asv-") as tmp:
         # the bandwidth efficiency is judged against, in the machine's info (and so in every
         # results file): measured once per machine and cached, else the published figure
-        from harness.measure.efficiency import machine_fields
+        from harness.runner.exact_process import machine_fields
         ensure_machine(options.machine, fields=machine_fields(options.device))
         config = write_config(Path(tmp) / "asv.conf.json", options.repo, options.results_dir,
                               branches=[options.branch or current_branch(options.repo)])

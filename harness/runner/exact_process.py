@@ -11,7 +11,8 @@ imported, so a child costs a fork, not an interpreter's start-up. The child lead
 its own (its forks are ended with it on an interrupt), takes ``run``'s environment and folder,
 and writes its output to the commit's log; whatever the commit's code does there (exit, hang
 past its time limit, kill itself) ends that child, which ``run`` reports as the tier's failure,
-never ``run`` itself.
+never ``run`` itself. The machine's bandwidth field is read in such a child too, so ``run``'s own
+process never imports torch.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.runner.sessions import end_session
 
 #: Imported once, in the fork server: what every commit's tier needs before its own code.
 PRELOAD = ["torch", "asv.results", "asv.machine", "asv.runner", "asv_runner.discovery",
            "harness.runner.inprocess", "harness.subjects.spyre_inference",
-           "harness.subjects.builder", "harness.model.cost"]
+           "harness.subjects.builder", "harness.model.cost", "harness.measure.efficiency",
+           "harness.measure.device"]
 
 
 def _context():
@@ -54,11 +57,32 @@ class _Leader:
 def run_exact(log, **kwargs) -> tuple[int, int, str]:
     """``write_exact(**kwargs)`` in a child, its output appended to ``log`` (a file):
     (stored, failed, cause); cause is empty unless the child ended without a result."""
-    with tempfile.TemporaryDirectory(prefix="spyre-bench-exact-") as tmp:
+    done, code = in_child(_exact, kwargs, log)
+    if isinstance(done, dict):
+        return int(done["stored"]), int(done["failed"]), ""
+    return 0, 1, f"the exact tier's process ended with exit status {code} (log)"
+
+
+def machine_fields(device: str) -> dict | None:
+    """:func:`harness.measure.efficiency.machine_fields` in a child: ``run``'s own process never
+    imports torch (the fork server has it already); None if the child ended without them. A
+    device not available here is the same one-line error as in this process."""
+    done, _ = in_child(_machine_fields, {"device": device})
+    if isinstance(done, dict) and "error" in done:
+        raise HarnessError(str(done["error"]))
+    return done if isinstance(done, dict) else None
+
+
+def in_child(target, kwargs: dict, log=None):
+    """``target(**kwargs)`` in a fork-server child with ``run``'s environment and folder, its
+    output appended to ``log`` (else this process's own): (its JSON result or None, exit code)."""
+    with tempfile.TemporaryDirectory(prefix="spyre-bench-child-") as tmp:
         result = Path(tmp) / "result.json"
-        log.flush()
+        if log is not None:
+            log.flush()
         child = _context().Process(
-            target=_child, args=(kwargs, str(result), str(Path(log.name).resolve()),
+            target=_child, args=(target, kwargs, str(result),
+                                 str(Path(log.name).resolve()) if log is not None else None,
                                  dict(os.environ), os.getcwd()), daemon=False)
         child.start()
         try:
@@ -67,28 +91,42 @@ def run_exact(log, **kwargs) -> tuple[int, int, str]:
             if child.exitcode is None:   # an interrupt: the child and all it started
                 end_session(_Leader(child))
         try:
-            done = json.loads(result.read_text())
-            return int(done["stored"]), int(done["failed"]), ""
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0, 1, (f"the exact tier's process ended with exit status {child.exitcode} "
-                          "(log)")
+            return json.loads(result.read_text()), child.exitcode
+        except (OSError, ValueError):
+            return None, child.exitcode
 
 
-def _child(kwargs: dict, result: str, log: str, environ: dict, cwd: str) -> None:
-    """In the child: ``run``'s environment, folder and log, then the tier, then its result."""
+def _child(target, kwargs: dict, result: str, log: str | None, environ: dict,
+           cwd: str) -> None:
+    """In the child: ``run``'s environment, folder and log, then the work, then its result."""
     os.setsid()
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    if log is not None:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    done = target(**kwargs)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    Path(result).write_text(json.dumps(done))
+
+
+def _exact(**kwargs) -> dict:
     from harness.runner.inprocess import write_exact
 
     stored, failed = write_exact(**kwargs)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    Path(result).write_text(json.dumps({"stored": stored, "failed": failed}))
+    return {"stored": stored, "failed": failed}
+
+
+def _machine_fields(device: str) -> dict:
+    from harness.measure.efficiency import machine_fields as fields
+
+    try:
+        return fields(device)
+    except HarnessError as exc:
+        return {"error": str(exc)}
