@@ -212,7 +212,8 @@ def _machine_dirs(results_dir: Path) -> list[Path]:
     """The machine folders of ``results_dir``; a folder that is missing, not a folder or cannot
     be listed is the command's input: one error line."""
     try:
-        return sorted(Path(e.path) for e in os.scandir(results_dir) if e.is_dir())
+        with os.scandir(results_dir) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_dir())
     except FileNotFoundError:
         raise HarnessError(f"results directory {results_dir} does not exist") from None
     except NotADirectoryError:
@@ -225,7 +226,8 @@ def _machine_dirs(results_dir: Path) -> list[Path]:
 def _json_names(machine_dir: Path) -> list[str]:
     """The ``*.json`` names in a machine folder, sorted (OSError when it cannot be listed:
     a glob would say nothing and skip it silently)."""
-    return sorted(e.name for e in os.scandir(machine_dir) if e.name.endswith(".json"))
+    with os.scandir(machine_dir) as entries:
+        return sorted(e.name for e in entries if e.name.endswith(".json"))
 
 
 def _machine_name(machine_dir: Path, names: list[str]) -> str | None:

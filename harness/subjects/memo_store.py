@@ -112,14 +112,18 @@ class Store:
         try:
             found = []
             now = time.time()
-            for entry in os.scandir(self.root):
-                st = entry.stat()
-                if entry.name.startswith(".tmp-"):
-                    if now - st.st_mtime > STALE_TEMP_S:
-                        _remove(Path(entry.path))
-                    continue
-                if entry.name.endswith(".json"):
-                    found.append((st.st_mtime, st.st_size, Path(entry.path)))
+            # closed however the loop ends: a file another process renamed away mid-listing
+            # (stat's OSError) left an open iterator, whose ResourceWarning at a later garbage
+            # collection landed in whatever subject window was open then
+            with os.scandir(self.root) as entries:
+                for entry in entries:
+                    st = entry.stat()
+                    if entry.name.startswith(".tmp-"):
+                        if now - st.st_mtime > STALE_TEMP_S:
+                            _remove(Path(entry.path))
+                        continue
+                    if entry.name.endswith(".json"):
+                        found.append((st.st_mtime, st.st_size, Path(entry.path)))
         except OSError:
             return
         total = sum(size for _, size, _ in found)
@@ -133,7 +137,8 @@ class Store:
     def remove_all(self) -> None:
         """Every figure file of the folder (what :meth:`TreeMemo.clear` asks for)."""
         try:
-            names = [e.path for e in os.scandir(self.root) if e.name.endswith(".json")]
+            with os.scandir(self.root) as entries:
+                names = [e.path for e in entries if e.name.endswith(".json")]
         except OSError:
             return
         for name in names:
