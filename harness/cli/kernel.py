@@ -170,7 +170,7 @@ def run(args) -> int:
     specs = options.workloads(args, kernel=True)
     given = options.subject_specs(args)
     # Only the embedded reference counts in parallel: a commit's worker loads its code once,
-    # a counting process per config would load it again (the fixture's gen3: 76 s, not 20 s).
+    # a counting process per config would load it again (the fixture's gen3 tiny: 90 s, not 27 s).
     parallel = not args.no_graphs and all(is_embedded(s) for s in given)
     with counting_pool(min(jobs(), len(cases) * len(given)) if parallel else 1) as pool:
         return _run(args, cases, specs, pool)

@@ -48,7 +48,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torc
     rows, heads, head_size = q.shape
     kv_heads = k.shape[1]
     # query head h reads KV head h // group: [Q, KV, group, D] against K/V as they are (no copy)
-    q = q.view(rows, kv_heads, heads // kv_heads, head_size)
+    q = q.reshape(rows, kv_heads, heads // kv_heads, head_size)
     scores = torch.einsum("qkgd,lkd->kgql", q, k) * scale
     if soft_cap > 0:
         scores = soft_cap * torch.tanh(scores / soft_cap)
