@@ -45,6 +45,8 @@ def test_a_a_comparison_reports_no_timing_change(spyre_repo, tmp_path):
     kinds = verdicts(data)
     assert set(kinds) == {"small-4x8", "small-4x8-per-seq", "notes-4x16", "review-4x3-kv-above"}
     assert not {"regression", "improvement"} & set(kinds.values()), data["timings"]
+    if len(os.sched_getaffinity(0)) > 1:   # both workers timed on the same core
+        assert any("pinned to CPU" in note for note in data["timing_notes"]), data
     assert code == 0 and data["exact_changed"] == []
     assert data["oracle"] == {"matched": 4, "checked": 4} and data["timings_measured"]
     text = (tmp_path / "c.md").read_text()
@@ -62,11 +64,8 @@ def test_planted_4x_slowdown_is_a_regression(spyre_repo, tmp_path):
     kinds = verdicts(data)
     batched = ("small-4x8", "notes-4x16", "review-4x3-kv-above")
     assert all(kinds[p] == "regression" for p in batched), data["timings"]
-    # its kernel is unchanged: never credited with the planted 4x (a verdict a few per cent off
-    # 1x is the noise the sampler's false-alarm rate allows, seen once in a loaded full run)
-    per_seq = next(t["verdict"] for t in data["timings"]
-                   if t["params"]["probe"] == "small-4x8-per-seq")
-    assert per_seq["kind"] not in ("regression", "improvement") or 0.8 < per_seq["ratio"] < 1.3
+    # its kernel is unchanged: never credited with the planted 4x, nor with any change
+    assert kinds["small-4x8-per-seq"] in ("no change", "inconclusive"), data["timings"]
     ratios = [t["verdict"]["ratio"] for t in data["timings"] if t["params"]["probe"] in batched]
     # 4.3-7.4x measured (the kernel's fixed cost aside); never near the 1.25x a noisy A/A shows
     assert all(2.5 < r < 12 for r in ratios), ratios

@@ -99,19 +99,22 @@ class HostLoad:
     reveal it. This does.
     """
 
-    def __init__(self):
+    def __init__(self, own_pids=()):
+        #: Processes whose CPU time is the measurement's own (the subject workers being timed).
+        self.own_pids = tuple(own_pids)
         self.others_cores: float | None = None
 
-    @staticmethod
-    def _snapshot():
+    def _snapshot(self):
         try:
             with open("/proc/stat") as f:
                 fields = [int(v) for v in f.readline().split()[1:]]
         except (OSError, ValueError):
             return None
+        tick = os.sysconf("SC_CLK_TCK")
         busy = sum(fields[:3]) + sum(fields[5:8])  # user nice system, irq softirq steal
         mine = os.times()
-        return busy / os.sysconf("SC_CLK_TCK"), mine.user + mine.system, time.perf_counter()
+        own = mine.user + mine.system + sum(_cpu_ticks(pid) for pid in self.own_pids) / tick
+        return busy / tick, own, time.perf_counter()
 
     def __enter__(self):
         self._start = self._snapshot()
@@ -124,6 +127,16 @@ class HostLoad:
             mine = end[1] - self._start[1]
             self.others_cores = max(0.0, (busy - mine) / (end[2] - self._start[2]))
         return False
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system clock ticks ``pid`` has used (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return int(fields[11]) + int(fields[12])   # utime, stime (fields 14 and 15)
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 _STEADY: list[str | None] = []

@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
-from harness.measure import probes
+from harness.measure import placement, probes
 from harness.measure.device import HostLoad, select
 from harness.measure.oracle import KernelMismatch
 from harness.measure.sampler import Plan, cache_flusher, sample_pair
 from harness.subjects.base import Subject
+from harness.suite import torch_threads
 
 BENCHMARK = "kernel.Decode.time_layer"
 
@@ -75,7 +76,7 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
                   device: str = "auto") -> KernelRun:
     """Run every probe of ``tier`` once per side against the oracle (no timing)."""
     dev = select(device)
-    dev.prepare()
+    dev.prepare(torch_threads())
     run = KernelRun(dev.name)
     checked = matched = 0
     for probe in probes.TIERS[tier]:
@@ -94,7 +95,7 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     probe of ``tier``; each timing row carries the sampler's verdict."""
     plan = plan or Plan()
     dev = select(device)
-    dev.prepare()
+    dev.prepare(torch_threads())
     run = KernelRun(dev.name, timed=True, factor=plan.factor)
     flush = None
     if plan.cold:
@@ -103,6 +104,8 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     else:
         run.notes.append("warm cache: each timed call follows the previous one (--cold-cache "
                          "evicts the last-level cache before every call)")
+    cpus = placement.timing_cpus(torch_threads())
+    pinned = False
     checked = matched = 0
     for probe in probes.TIERS[tier]:
         before = len(run.mismatches)
@@ -111,7 +114,9 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
             checked += len(run.mismatches) > before
             continue
         checked += 1
-        with HostLoad() as load:
+        if cpus is not None and all(hasattr(p, "pin") for p in sides):
+            pinned = all([p.pin(cpus) for p in sides]) or pinned
+        with HostLoad(own_pids=[p.pid for p in sides if getattr(p, "pid", None)]) as load:
             sampled = sample_pair(sides[0], sides[1], plan, flush)
         run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
         try:
@@ -123,5 +128,8 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
         matched += 1
         run.timings.append((BENCHMARK, {"probe": probe.name}, "seconds", sampled.base,
                             sampled.head, sampled.verdict))
+    if pinned:
+        run.notes.append(f"both sides' workers pinned to CPU {placement.describe(cpus)} while "
+                         "timed (a process's own core is otherwise a bias of its own)")
     run.oracle = (matched, checked)
     return run

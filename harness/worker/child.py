@@ -168,7 +168,8 @@ def _measure_workload(subject, out, case, spec, options):
 def _prepare_probe(subject, out, probe, device):
     from harness.measure import probes
     if not _device_ready[0]:
-        device.prepare()   # the allocator settled here, where the timing happens
+        from harness.suite import torch_threads
+        device.prepare(torch_threads())   # allocator and threads settled where the timing is
         _device_ready[0] = True
     _close_probe(subject, out, probe.name)
     _probes[probe.name] = probes.prepare(probe, subject, device)

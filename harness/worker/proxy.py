@@ -236,6 +236,16 @@ class RemoteProbe:
     def check(self, outputs=None) -> None:
         self.worker.call("check_probe", pieces=1, name=self.name)
 
+    @property
+    def pid(self) -> int | None:
+        """The worker timing this probe (its CPU time is the timing's own, not a neighbour's)."""
+        return self.worker._pid
+
+    def pin(self, cpus) -> bool:
+        """Time this probe on ``cpus`` (every thread of the worker; harness.measure.placement)."""
+        from harness.measure.placement import pin_process
+        return self.worker._pid is not None and pin_process(self.worker._pid, cpus)
+
     def close(self) -> None:
         self.worker.call("close_probe", pieces=1, name=self.name)
 
