@@ -55,11 +55,11 @@ test-vllm: $(VLLM_STAMP)
 
 ## Benchmarks of the harness itself (pytest-benchmark), with their timings.
 bench: $(STAMP)
-	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,max,rounds
+	$(BIN)/python -m pytest -n 0 tests/bench --benchmark-enable --benchmark-columns=min,median,max,rounds
 
 ## The full tier of decode-kernel microbenchmarks (the notes' defaults, the review's buckets).
 bench-kernel: $(STAMP)
-	mkdir -p .benchmarks && $(BIN)/python -m pytest tests/bench/test_kernel_bench.py -m 'not inductor' --benchmark-enable \
+	mkdir -p .benchmarks && $(BIN)/python -m pytest -n 0 tests/bench/test_kernel_bench.py -m 'not inductor' --benchmark-enable \
 		--benchmark-columns=min,median,iqr,max,rounds --benchmark-json=.benchmarks/kernel.json
 
 ## Everything the project creates: the venv, ASV's environments (.asv/env-test is 1.2 GB after

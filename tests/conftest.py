@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fixtures.spyre_repo import FixtureRepo, build_repo
+
+#: Test workers at most: each runs real subprocesses (ASV, subject workers) of its own.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: the cores this process may use (not the host's count a container hides), at
+    most MAX_WORKERS."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 @pytest.fixture(scope="session", autouse=True)
