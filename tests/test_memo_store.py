@@ -71,6 +71,46 @@ def test_docs_model_and_worker_commits_are_not_driven_again_in_a_fresh_process(m
         assert figures(out, repo.spec(commit)) == figures(first, repo.spec(base))
 
 
+#: In a fresh process: one config's bucketing and the subject's capabilities, and whether torch
+#: was imported on the way.
+BUCKETING = """
+import json, sys
+from harness.config import EngineConfig, Overrides
+from harness.subjects import resolve_subject
+subject = resolve_subject(sys.argv[1])
+b = subject.bucketing(EngineConfig(block_size=192), Overrides.from_env({"SPYRE_BATCHED_DECODE": "1"}))
+print(json.dumps({"torch": "torch" in sys.modules, "caps": sorted(subject.capabilities),
+                  "bucketing": repr(b), "chunk": b.chunking(b.batched_num_seqs[0],
+                                                             b.batched_num_blocks[0])}))
+"""
+
+
+def test_a_docs_only_commit_in_a_fresh_process_loads_none_of_its_code(spyre_repo, tmp_path):
+    loads = tmp_path / "loads"
+    text = spyre_repo.read("gen3", BUCKETER) + f"\nopen({str(loads)!r}, 'a').write('l\\n')\n"
+    base = spyre_repo.add_commit({BUCKETER: text}, "the bucketer counts its loads", parent="gen3")
+    docs = spyre_repo.add_commit({"README.md": "docs only\n"}, "docs", parent=base)
+    env = {**os.environ, "SPYRE_BENCH_MEMO_DIR": str(tmp_path / "store")}
+
+    def bucketing(commit):
+        done = subprocess.run([sys.executable, "-c", BUCKETING, spyre_repo.spec(commit)],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+    first = bucketing(base)
+    count = len(loads.read_text().splitlines())
+    assert first["torch"] and count > 0
+    again = bucketing(docs)
+    # capabilities and the bucketing (chunk table included) from the memo: no load, no torch
+    assert len(loads.read_text().splitlines()) == count
+    assert not again["torch"]
+    assert again["caps"] == first["caps"] and "chunking" in again["caps"]
+    assert again["bucketing"].replace(spyre_repo.spec(docs), "S") == \
+        first["bucketing"].replace(spyre_repo.spec(base), "S")
+    assert again["chunk"] == first["chunk"]
+
+
 def test_a_commit_changing_an_attention_module_is_driven(marked, tmp_path):
     repo, base, mark = marked
     store = tmp_path / "store"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.config import EngineConfig, Overrides
-from harness.errors import CapabilityMissing
+from harness.errors import CapabilityMissing, HarnessError
 from harness.ladders import Ladder
 
 #: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
@@ -28,6 +28,24 @@ CAPABILITIES = {
     "forward": "the attention impl's forward, run on its own builder's metadata (any kernel "
                "convention)",
 }
+
+
+@dataclass
+class ChunkTable:
+    """A subject's ``batched_decode_chunking`` over its batched grid, computed inside the load
+    (so the model never calls back into subject code after the window closed); plain data, so a
+    bucketing is kept in the figure memo like any figure."""
+
+    table: dict[tuple[int, int], tuple[int, int]]
+    #: Who computed it (named when asked for a pair off the grid).
+    spec: str
+
+    def __call__(self, b_seqs: int, b_blocks: int) -> tuple[int, int]:
+        try:
+            return self.table[(b_seqs, b_blocks)]
+        except KeyError:
+            raise HarnessError(f"{self.spec}: no chunking for ({b_seqs}, {b_blocks}), which is "
+                               f"off its batched ladders") from None
 
 
 @dataclass(frozen=True)

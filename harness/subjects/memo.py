@@ -65,6 +65,16 @@ def ladders_key(config, overrides) -> MemoKey:
     return MemoKey("builder_ladders", config, overrides.raw)
 
 
+def probe_key() -> MemoKey:
+    """The key of what probing a commit's bucketer found (its capabilities; no config)."""
+    return MemoKey("probe", None, ())
+
+
+def bucketing_key(config, overrides) -> MemoKey:
+    """The key of a commit's bucketing (ladders, warmup records, chunk table) for a config."""
+    return MemoKey("bucketing", config, overrides.raw)
+
+
 def setup_key(config, overrides) -> MemoKey:
     """The key of an engine's one-time transfers (staging, set-up) for a config."""
     return MemoKey("setup", config, overrides.raw)
@@ -73,8 +83,10 @@ def setup_key(config, overrides) -> MemoKey:
 def _kinds() -> dict[str, type]:
     """What an entry of each kind holds: anything else read from a file is a miss."""
     from harness.model.cost import StepCost
+    from harness.subjects.base import Bucketing
 
-    return {"step": StepCost, "builder_ladders": tuple, "setup": dict}
+    return {"step": StepCost, "builder_ladders": tuple, "setup": dict, "probe": dict,
+            "bucketing": Bucketing}
 
 
 class TreeMemo:

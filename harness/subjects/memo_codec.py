@@ -25,8 +25,9 @@ def _classes() -> dict[str, type]:
     """The figure classes an entry may hold, by name."""
     from harness.model.cost import StepCost
     from harness.model.dispatch import CompileKey, Dispatch
+    from harness.subjects.base import Bucketing, ChunkTable
 
-    return {c.__name__: c for c in (StepCost, Dispatch, CompileKey)}
+    return {c.__name__: c for c in (StepCost, Dispatch, CompileKey, Bucketing, ChunkTable)}
 
 
 def encode(value):

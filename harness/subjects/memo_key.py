@@ -63,15 +63,16 @@ _REACHED: dict[str, tuple[str, frozenset[str]]] = {}
 @functools.cache
 def harness_fingerprint() -> str:
     """Every file of the harness package (paths and bytes), torch's, vLLM's (where installed)
-    and Python's versions."""
-    import torch
-
-    try:
-        vllm = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        vllm = "none"
+    and Python's versions (from the installed metadata: a fully memoised commit imports no torch)."""
+    versions = []
+    for package in ("torch", "vllm"):
+        try:
+            versions.append(importlib.metadata.version(package))
+        except importlib.metadata.PackageNotFoundError:
+            versions.append("none")
+    torch_version, vllm = versions
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"{torch.__version__}\0{vllm}\0{sys.version}\0{platform.machine()}"
+    h = hashlib.sha256(f"{torch_version}\0{vllm}\0{sys.version}\0{platform.machine()}"
                        .encode())
     for folder, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")

@@ -65,9 +65,9 @@ def prefetch(subject, source: str, requests: list) -> int:
                 steps, ladders, bucketing = done
                 for key, value in steps + ladders:
                     FIGURES.put(source, key, value)
-                FIGURES.flush()
                 if bucketing is not None:
                     subject.keep_bucketing(request[0], request[1], bucketing)
+                FIGURES.flush()
                 filled += len(steps)
     finally:
         _worker.clear()

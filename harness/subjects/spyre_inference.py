@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -51,7 +52,7 @@ from harness.errors import CapabilityMissing, HarnessError, SubjectError
 from harness.generations import Generation
 from harness.ladders import Ladder, blocks_ladder
 from harness.subjects import gitrev
-from harness.subjects.base import CAPABILITIES, Bucketing, Subject
+from harness.subjects.base import CAPABILITIES, Bucketing, ChunkTable, Subject
 from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
 from harness.subjects.loader import (
     BACKEND_FILE,
@@ -69,7 +70,14 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
+from harness.subjects.memo import (
+    FIGURES,
+    bucketing_key,
+    ladders_key,
+    probe_key,
+    setup_key,
+    step_key,
+)
 from harness.subjects.memo_key import source_key
 from harness.subjects.sources import module_hashes
 from harness.subjects.timeout import SubjectTimeout, bounded
@@ -115,21 +123,6 @@ def bucketer_config(config: EngineConfig) -> _Section:
             max_num_seqs=config.max_num_seqs))
 
 
-class ChunkTable:
-    """The subject's ``batched_decode_chunking`` over its batched grid, computed inside the load
-    (so the model never calls back into subject code after the window closed)."""
-
-    def __init__(self, table: dict[tuple[int, int], tuple[int, int]], spec: str):
-        self.table, self.spec = table, spec
-
-    def __call__(self, b_seqs: int, b_blocks: int) -> tuple[int, int]:
-        try:
-            return self.table[(b_seqs, b_blocks)]
-        except KeyError:
-            raise HarnessError(f"{self.spec}: no chunking for ({b_seqs}, {b_blocks}), which is "
-                               f"off its batched ladders") from None
-
-
 # -- the subject ------------------------------------------------------------------------------
 
 class SpyreInferenceSubject(Subject):
@@ -147,10 +140,26 @@ class SpyreInferenceSubject(Subject):
         self._kernel: tuple | None = None
         self._compile_settings: dict | None = None
         self._min_batched = MIN_BATCHED_SEQS  # until the bucketer says otherwise
-        import torch  # noqa: F401  (the harness's own start-up: not charged to the subject's time)
-
+        self._source: str | None = None
+        probed = self._stored_probe()
+        if probed is None and tree.has(BUCKETER_FILE):
+            import torch  # noqa: F401  (the harness's start-up: not charged to the subject's time)
         with bounded(f"{self.origin}: loading"):
-            self.capabilities = frozenset(self._probe())
+            self.capabilities = frozenset(self._probe(probed))
+
+    def source(self) -> str:
+        """This commit's source key (harness.subjects.memo_key): what its figures are kept by."""
+        if self._source is None:
+            self._source = source_key(self.tree)
+        return self._source
+
+    def _stored_probe(self) -> dict | None:
+        """What probing this commit's bucketer found, kept in the figure memo by source key: a
+        commit whose attention sources were probed before (a docs-only commit, a later process)
+        is not loaded, nor torch imported, to learn its capabilities."""
+        if not self.tree.has(BUCKETER_FILE):
+            return None
+        return FIGURES.get(self.source(), probe_key())
 
     @property
     def origin(self) -> str:
@@ -174,10 +183,16 @@ class SpyreInferenceSubject(Subject):
 
     # -- probing ----------------------------------------------------------------------------
 
-    def _probe(self) -> set[str]:
+    def _probe(self, probed: dict | None) -> set[str]:
         caps: set[str] = set()
         if self.tree.has(BUCKETER_FILE):
-            caps |= self._probe_bucketer()
+            if probed is None:
+                probed = self._probe_bucketer()
+                FIGURES.put(self.source(), probe_key(), probed)
+                FIGURES.flush()
+            caps |= set(probed["capabilities"])
+            self._missing.update(probed["missing"])
+            self._min_batched = probed["min_batched"]
         else:
             self._missing["bucketer"] = f"{BUCKETER_FILE} is not in it (no bucketer yet)"
             for cap in ("num_seqs_axis", "batched_decode_variants", "chunking", "decode_prefix",
@@ -186,7 +201,11 @@ class SpyreInferenceSubject(Subject):
         caps |= self._probe_kernels(caps)
         return caps
 
-    def _probe_bucketer(self) -> set[str]:
+    def _probe_bucketer(self) -> dict:
+        """Capabilities read from the commit's bucketer module and its backend's source, what is
+        missing and why, and the batched minimum: plain data (kept in the figure memo)."""
+        missing: dict[str, str] = {}
+        min_batched = MIN_BATCHED_SEQS
         with self._session({}, CaptureHandler()) as load:
             try:
                 module = load()
@@ -203,7 +222,7 @@ class SpyreInferenceSubject(Subject):
         if not isinstance(minimum, int) and backend is not None:
             minimum = backend.literal("_MIN_BATCHED_SEQS")
         if isinstance(minimum, int) and not isinstance(minimum, bool):
-            self._min_batched = minimum
+            min_batched = minimum
 
         caps = {"bucketer"}
         checks = {
@@ -223,7 +242,7 @@ class SpyreInferenceSubject(Subject):
                    for n in names):
                 caps.add(cap)
             else:
-                self._missing[cap] = reason
+                missing[cap] = reason
         try:
             params = inspect.signature(cls.__init__).parameters
         except (TypeError, ValueError):
@@ -231,14 +250,15 @@ class SpyreInferenceSubject(Subject):
         if "sliding_window" in params:
             caps.add("sliding_window")
         else:
-            self._missing["sliding_window"] = f"{BUCKETER_CLASS}() takes no sliding_window"
+            missing["sliding_window"] = f"{BUCKETER_CLASS}() takes no sliding_window"
         # The builder, not the bucketer, decides whether mixed batches batch their decodes.
         if backend is not None and "split_decodes_and_prefills" in backend.bindings:
             caps.add("decode_prefix")
         else:
-            self._missing["decode_prefix"] = (f"{BACKEND_FILE} does not use vLLM's "
+            missing["decode_prefix"] = (f"{BACKEND_FILE} does not use vLLM's "
                                               "split_decodes_and_prefills")
-        return caps
+        return {"capabilities": tuple(sorted(caps)), "missing": missing,
+                "min_batched": min_batched}
 
     def _parsed(self, rel: str):
         try:
@@ -334,6 +354,8 @@ class SpyreInferenceSubject(Subject):
                                     f"file of its spyre_inference package reads it)")
         key = _bucketing_key(config, overrides)
         if key not in self._memo:
+            self._memo[key] = self._stored_bucketing(config, overrides)
+        if self._memo[key] is None:
             try:
                 with bounded(f"{self.origin}: bucketing {config.label()} "
                              f"env={overrides.label()}"):
@@ -342,9 +364,21 @@ class SpyreInferenceSubject(Subject):
                 raise
             except HarnessError as exc:
                 self._memo[key] = exc
+            else:
+                FIGURES.put(self.source(), bucketing_key(config, overrides), self._memo[key])
+                FIGURES.flush()
         found = self._memo[key]
         if isinstance(found, HarnessError):
             raise found
+        return found
+
+    def _stored_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:
+        """The bucketing computed before through identical attention sources (the figure memo),
+        its chunk table named as this commit's."""
+        found = FIGURES.get(self.source(), bucketing_key(config, overrides))
+        if found is not None and found.chunking is not None:
+            found = dataclasses.replace(found, chunking=ChunkTable(found.chunking.table,
+                                                                   self.spec))
         return found
 
     def known_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:
@@ -356,7 +390,10 @@ class SpyreInferenceSubject(Subject):
     def keep_bucketing(self, config: EngineConfig, overrides: Overrides,
                        bucketing: Bucketing) -> None:
         """Take a bucketing computed by a worker process (:mod:`harness.subjects.prefetch`)."""
-        self._memo.setdefault(_bucketing_key(config, overrides), bucketing)
+        key = _bucketing_key(config, overrides)
+        if not isinstance(self._memo.get(key), Bucketing):
+            self._memo[key] = bucketing
+            FIGURES.put(self.source(), bucketing_key(config, overrides), bucketing)
 
     def _compute(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         handler = CaptureHandler()
@@ -387,7 +424,7 @@ class SpyreInferenceSubject(Subject):
         if self.lacks("bucketer"):
             return 0
         from harness.subjects.prefetch import prefetch
-        return prefetch(self, source_key(self.tree), requests)
+        return prefetch(self, self.source(), requests)
 
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Every step of every workload through this commit's own ``build()`` and one layer of
@@ -432,7 +469,7 @@ class SpyreInferenceSubject(Subject):
         constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
         from harness.subjects.builder import BuilderSession
 
-        key, source = ladders_key(config, overrides), source_key(self.tree)
+        key, source = ladders_key(config, overrides), self.source()
         found = FIGURES.get(source, key)
         if found is None:
             with BuilderSession(self.tree, self.origin, config, overrides) as session:
@@ -745,7 +782,7 @@ class _LazySession:
     def __init__(self, subject: SpyreInferenceSubject, config: EngineConfig,
                  overrides: Overrides):
         self.subject, self.config, self.overrides = subject, config, overrides
-        self.digest = source_key(subject.tree)
+        self.digest = subject.source()
         self._stack = contextlib.ExitStack()
         self._session = None
 
