@@ -4,14 +4,15 @@
     python scripts/timing_power.py --runs 20 --aa-runs 100 --device cuda
 
 For each condition (A/A, then head slowed 1.10x, 1.25x, 2x) and probe, the script prepares the
-probe twice (base and head, each checked against the oracle, as ``compare --timings`` does) and
-lets the adaptive sampler (harness.measure.sampler) decide, ``--runs`` times (``--aa-runs`` for
-A/A). The slowdown is real work: the head's every sample runs ``k`` times as many kernel calls as
-the base's and reports the time per base call (calls per sample are rounded to a multiple that
-makes k exact: 10 for 1.10, 4 for 1.25). It prints one row per condition and probe: verdicts,
-detection rate (regression at k > 1) or false-alarm rate (regression or improvement at A/A),
-rounds and seconds per verdict, the median spread of the samples, and then the seconds one PR
-verdict (every probe of the tier, preparation included) took for A/A and for 1.25x.
+probe twice (base and head, each checked against the oracle, and again for every ABBA quad, as
+``compare --timings`` does) and lets the adaptive sampler (harness.measure.sampler) decide,
+``--runs`` times (``--aa-runs`` for A/A). The slowdown is real work: the head's every sample runs
+``k`` times as many kernel calls as the base's and reports the time per base call (calls per
+sample are rounded to a multiple that makes k exact: 10 for 1.10, 4 for 1.25). It prints one row
+per condition and probe: verdicts, detection rate (regression at k > 1) or false-alarm rate
+(regression or improvement at A/A), rounds and seconds per verdict, the median spread of the
+samples, and then the seconds one PR verdict (every probe of the tier, preparation included) took
+for A/A and for 1.25x.
 
 Targets on the 2-core CI box (issue 24): >= 95% detection at 1.25x, >= 80% at 1.10x, <= 1 false
 regression in 100 A/A, <= 3 min per PR verdict.
@@ -58,11 +59,14 @@ def _prepare(probe, subject, dev):
 
 
 def one_verdict(probe, subject, dev, k: float, plan, flush):
+    """One verdict as ``compare --timings`` reaches it: each ABBA quad on sides prepared anew."""
     from harness.measure.sampler import sample_pair
+
+    def prepared():
+        return (Planted(_prepare(probe, subject, dev), 1.0, multiple_for(k)),
+                Planted(_prepare(probe, subject, dev), k, multiple_for(k)))
     t0 = time.perf_counter()
-    base = Planted(_prepare(probe, subject, dev), 1.0, multiple_for(k))
-    head = Planted(_prepare(probe, subject, dev), k, multiple_for(k))
-    out = sample_pair(base, head, plan, flush)
+    out = sample_pair(*prepared(), plan, flush, refresh=prepared)
     return out, time.perf_counter() - t0
 
 

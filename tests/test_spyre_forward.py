@@ -76,3 +76,27 @@ def test_the_asv_kernel_probes_run_a_generation_3_commit_through_its_forward(spy
                           parent="gen3", message="planted: output shifted")
     with pytest.raises(KernelMismatch):
         probes.prepare(small, resolve_subject(spyre_repo.spec(bad)), select("cpu"))
+
+
+def test_every_probe_of_a_pr_comparison_runs_through_the_commits_forward(spyre_repo):
+    # each probe opens the commit's load (which registers its custom op) and must close it
+    # before the next; a later load must not reuse Dynamo's frames of an earlier one
+    spec = spyre_repo.spec("gen3")
+    proc = subprocess.run([sys.executable, "-m", "harness", "compare", "--base", spec, "--head",
+                           spec, "--block-size", "64", "--max-model-len", "512", "--workload",
+                           "bimodal", "--oracle", "--json", "-"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["oracle"] == {"matched": 4, "checked": 4}, data["skipped"]
+    assert not data["skipped"] and not data["lost"] and not data["mismatches"]
+
+
+def test_probes_prepared_one_after_another_in_one_process(spyre_repo):
+    from harness.measure import probes
+    from harness.measure.device import select
+    from harness.subjects import resolve_subject
+
+    subject, device = resolve_subject(spyre_repo.spec("gen3")), select("cpu")
+    for probe in (probes.QUICK[0], probes.QUICK[1], probes.QUICK[0]):
+        prepared = probes.prepare(probe, subject, device)   # checked against the oracle
+        prepared.close()

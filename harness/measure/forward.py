@@ -206,6 +206,10 @@ class PreparedForward(TimedLayer):
 
     def __init__(self, subject, config, overrides, step, device, seed: int = 0):
         self.device = device
+        # Dynamo's caches from an earlier load (an earlier probe's) are dropped: its compiled
+        # frames name globals of module objects that load's close removed, and reusing them
+        # raised NameError ('__compiled_fn_…' is not defined) in the next probe's forward.
+        torch._dynamo.reset()
         self._open = subject.builder_session(config, overrides)
         self.session = self._open.__enter__()
         try:

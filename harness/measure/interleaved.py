@@ -61,6 +61,7 @@ def _prepare_sides(run: KernelRun, probe, base: Subject, head: Subject, dev):
             sides.append(probes.prepare(probe, subject, dev))
         except KernelMismatch as exc:
             run.mismatches.append((f"probe {probe.name} ({side})", str(exc)))
+            _close(sides)
             return None
         except HarnessError as exc:
             what = f"{BENCHMARK} probe {probe.name}"
@@ -68,8 +69,38 @@ def _prepare_sides(run: KernelRun, probe, base: Subject, head: Subject, dev):
                 run.lost.append((what, str(exc)))
             else:
                 run.skipped.append((what, str(exc)))
+            _close(sides)
             return None
     return sides
+
+
+class _Fresh:
+    """Both sides of a probe prepared anew (oracle-checked, pinned), the last ones closed: the
+    sampler's ``refresh``, so every ABBA quad runs on preparations of its own."""
+
+    def __init__(self, probe, subjects, dev, cpus, sides):
+        self.probe, self.subjects, self.dev, self.cpus = probe, subjects, dev, cpus
+        self.sides = list(sides)
+
+    def __call__(self):
+        _close(self.sides)
+        self.sides = []
+        for subject in self.subjects:
+            self.sides.append(probes.prepare(self.probe, subject, self.dev))
+        if self.cpus is not None:
+            for p in self.sides:
+                if hasattr(p, "pin"):
+                    p.pin(self.cpus)
+        return tuple(self.sides)
+
+
+def _close(sides) -> None:
+    """End what a prepared probe holds open: a probe through a commit's forward keeps its load
+    (and the custom ops it registered) open until closed, and the next probe loads it again."""
+    for prepared in sides or ():
+        close = getattr(prepared, "close", None)
+        if close is not None:
+            close()
 
 
 def check_kernels(base: Subject, head: Subject, tier: str = "quick",
@@ -85,6 +116,7 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
         if sides is not None or len(run.mismatches) > before:
             checked += 1
             matched += sides is not None
+        _close(sides)
     run.oracle = (matched, checked)
     return run
 
@@ -104,6 +136,8 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     else:
         run.notes.append("warm cache: each timed call follows the previous one (--cold-cache "
                          "evicts the last-level cache before every call)")
+    run.notes.append("each ABBA quad on both sides' probes prepared anew and checked against "
+                     "the oracle (one preparation's own speed is no side's)")
     cpus = placement.timing_cpus(torch_threads())
     pinned = False
     checked = matched = 0
@@ -116,15 +150,21 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
         checked += 1
         if cpus is not None and all(hasattr(p, "pin") for p in sides):
             pinned = all([p.pin(cpus) for p in sides]) or pinned
-        with HostLoad(own_pids=[p.pid for p in sides if getattr(p, "pid", None)]) as load:
-            sampled = sample_pair(sides[0], sides[1], plan, flush)
-        run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
+        fresh = _Fresh(probe, (base, head), dev, cpus, sides)
         try:
-            for p in sides:
+            with HostLoad(own_pids=[p.pid for p in sides if getattr(p, "pid", None)]) as load:
+                sampled = sample_pair(sides[0], sides[1], plan, flush, refresh=fresh)
+            run.busiest_cores = max(run.busiest_cores, load.others_cores or 0.0)
+            for p in fresh.sides:
                 p.check()  # the last timed state is still right
         except KernelMismatch as exc:
-            run.mismatches.append((f"probe {probe.name} (after timing)", str(exc)))
+            run.mismatches.append((f"probe {probe.name} (while timing)", str(exc)))
             continue
+        except HarnessError as exc:
+            run.skipped.append((f"{BENCHMARK} probe {probe.name}", f"while timing: {exc}"))
+            continue
+        finally:
+            _close(fresh.sides)
         matched += 1
         run.timings.append((BENCHMARK, {"probe": probe.name}, "seconds", sampled.base,
                             sampled.head, sampled.verdict))

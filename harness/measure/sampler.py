@@ -99,20 +99,33 @@ class Sampled:
 
 def sample_pair(base: Side, head: Side, plan: Plan = Plan(),
                 flush: Callable[[], None] | None = None,
-                clock: Callable[[], float] = time.perf_counter) -> Sampled:
-    """Interleave ``base`` and ``head`` until the sequential test decides or a bound is hit."""
+                clock: Callable[[], float] = time.perf_counter,
+                refresh: Callable[[], tuple[Side, Side]] | None = None) -> Sampled:
+    """Interleave ``base`` and ``head`` until the sequential test decides or a bound is hit.
+
+    ``refresh``, when given, returns both sides prepared anew; it is called before every quad
+    but the first, so each quad runs on preparations of its own. Two preparations of the same
+    kernel on a commit's forward timed up to 9 % apart, consistently for as long as they lived
+    (where their buffers landed, what the commit's code cached): with one preparation per side,
+    that difference was a verdict; with one per quad it is variance the test sees."""
     sides = (base, head)
     number = max(s.calls_per_sample(plan.min_sample_s) for s in sides)
     cold = plan.cold and flush is not None
     take = _cold_sampler(flush, plan.cold_calls) if cold else (lambda s: s.sample(number))
     out = Sampled(number=plan.cold_calls if cold else number, cache="cold" if cold else "warm")
-    for s in sides[::-1]:  # one untimed sample each: first-touch costs are no side's; head
-        take(s)            # first, so the first quad's base sample follows the base too
+
+    def warm_up(sides) -> None:
+        for s in sides[::-1]:  # one untimed sample each: first-touch costs are no side's; head
+            take(s)            # first, so the first quad's base sample follows the base too
+    warm_up(sides)
     looks = plan.looks()
     total_looks = len(looks) + 1  # the time bound may force one look off the schedule
     start = clock()
     verdict = None
     while True:
+        if refresh is not None and out.base:
+            sides = tuple(refresh())
+            warm_up(sides)
         for r in (len(out.base), len(out.base) + 1):
             order = (0, 1) if r % 2 == 0 else (1, 0)
             got = [0.0, 0.0]

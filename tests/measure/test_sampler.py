@@ -88,6 +88,39 @@ def test_a_position_effect_cancels_within_each_abba_quad(base_penalty, head_pena
     assert 0.93 < out.verdict.ratio < 1.07
 
 
+class Preparation(Fake):
+    """A side whose every sample carries its preparation's own factor: where its buffers landed,
+    what its load cached (two preparations of one kernel on a commit's forward, up to 9 % apart)."""
+
+    def __init__(self, name, log, rng):
+        super().__init__(name, float(np.exp(rng.normal(0, 0.05))), log, int(rng.integers(1e9)),
+                         noise=0.02)
+
+
+def a_a(seed, fresh):
+    rng, log, made = np.random.default_rng(seed), [], []
+
+    def prepared():
+        made.append(1)
+        return Preparation("base", log, rng), Preparation("head", log, rng)
+    out = sample_pair(*prepared(), Plan(), refresh=prepared if fresh else None)
+    return out, len(made), log
+
+
+def test_each_quad_on_preparations_of_its_own_turns_their_difference_into_variance():
+    # one preparation per side: their fixed difference is judged a change in most runs
+    once = [a_a(seed, fresh=False)[0].verdict.kind for seed in range(20)]
+    assert sum(k in ("regression", "improvement") for k in once) >= 5, once
+    # prepared anew for every quad: never a false change
+    for seed in range(20):
+        out, made, log = a_a(seed, fresh=True)
+        assert out.verdict.kind in ("no change", "inconclusive"), (seed, out.verdict)
+        assert made == out.verdict.rounds // 2           # one preparation per quad
+        # after every preparation one untimed sample each (head first), then the quad's four
+        assert len(log) == 6 * made and [n for n, _ in log[:6]] == \
+            ["head", "base", "base", "head", "head", "base"]
+
+
 def test_bounded_by_rounds_and_by_seconds():
     out, _ = pair(1.05, noise=0.5, max_rounds=20)
     assert out.verdict.rounds <= 20 and out.verdict.kind == "inconclusive"
