@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -84,7 +85,14 @@ def in_child(target, kwargs: dict, log=None):
             target=_child, args=(target, kwargs, str(result),
                                  str(Path(log.name).resolve()) if log is not None else None,
                                  dict(os.environ), os.getcwd()), daemon=False)
-        child.start()
+        # An interrupt while the fork server starts the child would leave it running unknown
+        # (no pid yet), and this process's exit would then wait on it for good (multiprocessing
+        # joins its children at exit): the signals wait until the child is known.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            child.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         try:
             child.join()
         finally:
