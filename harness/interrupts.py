@@ -48,3 +48,39 @@ def as_keyboard_interrupt() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+class Deferred:
+    """For the block, SIGINT, SIGTERM and SIGHUP are noted, not acted on; the previous handlers
+    come back after it. :meth:`deliver` acts on a noted one as it arrived then (for a step that
+    must not be cut in two: a child started whose pid is not known yet). A block left by an
+    exception delivers at once. Masking the signal would not do: the process's other threads
+    still take it, and Python runs the handler in the main thread regardless."""
+
+    def __init__(self):
+        self.noted: list[int] = []
+        self._previous: dict = {}
+
+    def __enter__(self) -> Deferred:
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                current = signal.getsignal(sig)
+                if current is not signal.SIG_IGN:
+                    self._previous[sig] = current
+                    signal.signal(sig, lambda signum, frame: self.noted.append(signum))
+        return self
+
+    def __exit__(self, kind, *exc) -> bool:
+        for sig, old in self._previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._previous = {}
+        if kind is not None:
+            self.deliver()
+        return False
+
+    def deliver(self) -> None:
+        """The first signal noted, raised again now that its handler is back."""
+        if self.noted:
+            sig, self.noted = self.noted[0], []
+            signal.raise_signal(sig)
+

@@ -87,11 +87,15 @@ class _Fresh:
         self.sides = []
         for subject in self.subjects:
             self.sides.append(probes.prepare(self.probe, subject, self.dev))
-        if self.cpus is not None:
-            for p in self.sides:
-                if hasattr(p, "pin"):
-                    p.pin(self.cpus)
+        self.pin()
         return tuple(self.sides)
+
+    def pin(self) -> bool:
+        """Both sides' workers on the same cores (harness.measure.placement); False when there
+        is nothing to pin (sides in this process, or every core is timing's)."""
+        if self.cpus is None or not all(hasattr(p, "pin") for p in self.sides):
+            return False
+        return all([p.pin(self.cpus) for p in self.sides])
 
 
 def _close(sides) -> None:
@@ -148,9 +152,8 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
             checked += len(run.mismatches) > before
             continue
         checked += 1
-        if cpus is not None and all(hasattr(p, "pin") for p in sides):
-            pinned = all([p.pin(cpus) for p in sides]) or pinned
         fresh = _Fresh(probe, (base, head), dev, cpus, sides)
+        pinned = fresh.pin() or pinned
         try:
             with HostLoad(own_pids=[p.pid for p in sides if getattr(p, "pid", None)]) as load:
                 sampled = sample_pair(sides[0], sides[1], plan, flush, refresh=fresh)

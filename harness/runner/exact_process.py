@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.interrupts import Deferred
 from harness.runner.sessions import end_session
 
 #: Imported once, in the fork server: what every commit's tier needs before its own code.
@@ -87,13 +87,11 @@ def in_child(target, kwargs: dict, log=None):
                                  dict(os.environ), os.getcwd()), daemon=False)
         # An interrupt while the fork server starts the child would leave it running unknown
         # (no pid yet), and this process's exit would then wait on it for good (multiprocessing
-        # joins its children at exit): the signals wait until the child is known.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
+        # joins its children at exit): an interrupt waits until the child is known.
+        with Deferred() as interrupt:
             child.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         try:
+            interrupt.deliver()
             child.join()
         finally:
             if child.exitcode is None:   # an interrupt: the child and all it started

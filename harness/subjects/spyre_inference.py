@@ -256,7 +256,7 @@ class SpyreInferenceSubject(Subject):
             caps.add("decode_prefix")
         else:
             missing["decode_prefix"] = (f"{BACKEND_FILE} does not use vLLM's "
-                                              "split_decodes_and_prefills")
+                                        "split_decodes_and_prefills")
         return {"capabilities": tuple(sorted(caps)), "missing": missing,
                 "min_batched": min_batched}
 
