@@ -1,0 +1,340 @@
+"""Where a ladder sits between compiles and padding: the frontier of a subject's own code.
+
+For a config, a workload and an axis an env override sets (kv, num_seqs, query), the optimiser
+(:mod:`harness.analyze.frontier_opt`) proposes the best ladder of each size for each per-step
+cost; every proposal, the config's own ladder and any ladder asked for (a PR's base's) are then
+evaluated by the subject's own code through that env override (:mod:`harness.evaluate`, so the
+figures memo and the worker apply): every point is an exact figure of that commit. A point is on
+the frontier when no other point compiles no more graphs and costs no more on every per-step
+cost while being better on one; a ladder's distance from the frontier is how much more it pads
+than the best point with at most as many compiled graphs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.analyze.frontier_opt import AXES, CostModel, Launch, best_ladders, blocks_of
+from harness.analyze.tradeoff import (
+    COSTS,
+    Change,
+    change_between,
+    compiled_graphs,
+    distance_text,
+    verdict_line,
+)
+from harness.errors import ConfigError, HarnessError, TraceError
+from harness.evaluate import config_figures, prefetch, workload_figures
+from harness.ladders import round_up
+from harness.matrix import Case
+from harness.subjects.base import Subject
+from harness.workloads import Workload, WorkloadSpec
+
+#: Per axis: the ladders its env override may move, the one dispatch reads first.
+DISPATCH = {"kv": ("batched_num_blocks", "num_blocks"), "num_seqs": ("batched_num_seqs",),
+            "query": ("query",)}
+#: The cost each objective minimises, as a workload figure.
+OBJECTIVE_METRIC = {"padding": "padded_slots_per_real_token",
+                    "iterations": "iterations_per_layer_mean", "bytes": "h2d_bytes_per_step"}
+PADDING = "padded_slots_per_real_token"
+#: Sizes proposed when none are asked: up to this many buckets, or twice the default's.
+DEFAULT_MOST = 8
+
+
+@dataclass
+class Point:
+    """One ladder evaluated by the subject's code."""
+
+    ladder: tuple[int, ...]
+    #: The env value that sets it (None: the config's own ladder, no override given).
+    env: str | None
+    graphs: int
+    costs: dict[str, float]
+    marks: list[str] = field(default_factory=list)
+    dominated: bool = False
+
+    def figure(self, name: str) -> float:
+        return self.graphs if name == "graphs" else self.costs[name]
+
+    def as_dict(self) -> dict:
+        return {"ladder": list(self.ladder), "buckets": len(self.ladder), "env": self.env,
+                "graphs": self.graphs, **self.costs, "marks": list(self.marks),
+                "dominated": self.dominated}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """An axis as one subject's code takes it at one config."""
+
+    name: str
+    env: str
+    #: The ladders its override moves there, and the one shown (what the workload dispatches).
+    follows: tuple[str, ...]
+    shown: str
+    top: int
+
+    def env_value(self, ladder, config) -> str:
+        """The override that sets ``ladder`` (in the shown ladder's units: blocks for kv)."""
+        if self.name == "kv":
+            return ",".join(str(min(b * config.block_size, config.max_model_len)) for b in ladder)
+        if self.name == "query":
+            ladder = sorted({1, *ladder})
+        return ",".join(map(str, ladder))
+
+
+@dataclass
+class Frontier:
+    subject: str
+    case: Case
+    workload: str
+    axis: Axis
+    points: list[Point]
+    notes: list[str] = field(default_factory=list)
+
+    def marked(self, mark: str) -> Point | None:
+        return next((p for p in self.points if mark in p.marks), None)
+
+    def best_at(self, graphs: int, metric: str = PADDING) -> Point:
+        """The point with the least ``metric`` among those compiling at most ``graphs``."""
+        fits = [p for p in self.points if p.graphs <= graphs]
+        return min(fits, key=lambda p: (p.costs[metric], p.graphs, len(p.ladder)))
+
+    def excess(self, point: Point, metric: str = PADDING) -> float:
+        """How much more ``metric`` the point has than the frontier at its graph count."""
+        best = self.best_at(point.graphs, metric)
+        return point.costs[metric] / best.costs[metric] - 1 if best.costs[metric] else 0.0
+
+    def as_dict(self) -> dict:
+        return {"subject": self.subject, "case": self.case.key(), "workload": self.workload,
+                "axis": self.axis.name, "env": self.axis.env, "ladder": self.axis.shown,
+                "points": [p.as_dict() for p in self.points], "notes": list(self.notes)}
+
+
+# -- the axis ----------------------------------------------------------------------------------
+
+def axis_of(subject: Subject, case: Case, name: str, default: dict | None = None) -> Axis:
+    """How ``subject`` takes the axis at ``case``: which of its ladders the override moves
+    (read from its own code: a probe ladder given and the ladders compared), or a ConfigError
+    when none moves (no override for it there)."""
+    if name not in AXES:
+        raise ConfigError(f"unknown axis {name!r}; known: {', '.join(AXES)}")
+    default = default or _figures(config_figures(subject, case), subject, case)
+    c = case.config
+    top = {"kv": blocks_of(c.max_model_len, c.block_size), "num_seqs": c.max_num_seqs,
+           "query": c.max_num_batched_tokens}[name]
+    probe_axis = Axis(name, AXES[name], DISPATCH[name], DISPATCH[name][0], top)
+    current = default["ladders"].get(DISPATCH[name][-1]) or []
+    probe = [top] if list(current) != [top] else [1, top]
+    if probe == [1, 1]:     # one bucket is the only ladder there is: nothing to probe
+        follows = DISPATCH[name]
+    else:
+        probed = _figures(config_figures(subject, _with(case, probe_axis,
+                                                        probe_axis.env_value(probe, c))),
+                          subject, case)
+        follows = tuple(a for a in DISPATCH[name]
+                        if probed["ladders"].get(a) != default["ladders"].get(a))
+    if not follows:
+        raise ConfigError(f"{subject.spec} has no env override for the {name} axis at "
+                          f"{case.label()}: {AXES[name]} does not move its "
+                          f"{' or '.join(DISPATCH[name])} ladder")
+    batched = case.overrides.batched_decode
+    shown = next((a for a in follows if batched or not a.startswith("batched")), follows[-1])
+    return Axis(name, AXES[name], follows, shown, top)
+
+
+def _figures(figures: dict, subject: Subject, case: Case) -> dict:
+    if "skipped" in figures:
+        raise HarnessError(f"{subject.spec} at {case.label()}: {figures['skipped']}")
+    return figures
+
+
+def _with(case: Case, axis: Axis, value: str) -> Case:
+    return Case(case.config, case.overrides.with_env(**{axis.env: value}),
+                f"{case.overrides_name}+{axis.name}={value}")
+
+
+# -- the optimiser's view of a workload --------------------------------------------------------
+
+def check_workload(workload: Workload, axis: str) -> None:
+    """A workload the axis is chosen for: decodes for the decode ladders, prefills for query."""
+    seqs = [s for step in workload.steps for s in step]
+    if axis == "query" and all(s.is_decode for s in seqs):
+        raise TraceError(f"{workload.name}: no prefill in it (every query_len is 1): the query "
+                         "ladder pads prefills only")
+    if axis != "query" and not any(s.is_decode for s in seqs):
+        raise TraceError(f"{workload.name}: no decode in it (every sequence has query_len > 1): "
+                         f"the {axis} ladder's frontier is over decodes")
+
+
+def launches(workload: Workload, rows: list[dict], case: Case, axis: Axis,
+             ladders: dict) -> Counter[Launch]:
+    """Every launch of the workload whose cost the axis moves, from the subject's own dispatch
+    of each step at the config's own ladders (``rows``: its per-step figures)."""
+    bs = case.config.block_size
+    out: Counter[Launch] = Counter()
+    for step, row in zip(workload.steps, rows):
+        n = row.get("batched_seqs") or 0
+        buckets = row.get("per_sequence_buckets") or []
+        single = step[n:]
+        queries = [q for _, q in buckets] if len(buckets) == len(single) else \
+            [1 if s.is_decode else s.query_len for s in single]
+        blocks = [b for b, _ in buckets] if len(buckets) == len(single) else \
+            [blocks_of(s.seq_len, bs) for s in single]
+        if n:
+            longest = max(blocks_of(s.seq_len, bs) for s in step[:n])
+            if axis.name == "kv" and "batched_num_blocks" in axis.follows:
+                out[Launch(True, longest, seqs=row["b_seqs"])] += 1
+            elif axis.name == "num_seqs":
+                padded = row.get("b_blocks") or round_up(ladders["batched_num_blocks"], longest)
+                out[Launch(True, n, blocks=padded)] += 1
+        for s, nb, qb in zip(single, blocks, queries):
+            if axis.name == "kv" and "num_blocks" in axis.follows:
+                out[Launch(False, blocks_of(s.seq_len, bs), query=qb)] += 1
+            elif axis.name == "query" and not s.is_decode:
+                out[Launch(False, s.query_len, blocks=nb)] += 1
+    return out
+
+
+# -- evaluation --------------------------------------------------------------------------------
+
+def _evaluate(subject: Subject, items: list[tuple[Case, WorkloadSpec, Axis | None, str | None]],
+              per_step: bool = False) -> list[tuple[dict, dict]]:
+    """(config figures, workload figures) of each (case, workload, axis, env value): the
+    subject's own code under that override (the case's own ladder where the value is None)."""
+    cases = [case if value is None else _with(case, axis, value)
+             for case, _, axis, value in items]
+    by_spec: dict[str, tuple[WorkloadSpec, list[Case]]] = {}
+    for (_, spec, _, _), case in zip(items, cases):
+        by_spec.setdefault(spec.name, (spec, []))[1].append(case)
+    for spec, group in by_spec.values():
+        prefetch([subject], group, [spec])     # over the cores; the loop below reads the memo
+    return [(config_figures(subject, case), workload_figures(subject, case, [spec],
+                                                             per_step)[spec.name])
+            for case, (_, spec, _, _) in zip(cases, items)]
+
+
+def _point(figures: tuple[dict, dict], axis: Axis, value: str | None, marks) -> Point | str:
+    """A point, or the reason its ladder could not be evaluated."""
+    config, workload = figures
+    for f in (config, workload):
+        if "skipped" in f:
+            return f["skipped"]
+    return Point(tuple(config["ladders"][axis.shown] or ()), value, compiled_graphs(config),
+                 {m: workload[m] for m in COSTS}, list(marks))
+
+
+def _failed(figures: tuple[dict, dict]) -> bool:
+    return any(f.get("failed") for f in figures)
+
+
+def frontier(subject: Subject, case: Case, spec: WorkloadSpec, axis_name: str,
+             sizes: range | None = None, marked: dict[str, tuple] | None = None,
+             default_mark: str = "default") -> Frontier:
+    """The frontier of ``subject``'s code at ``case`` on ``spec`` along one axis: the config's
+    own ladder (``default_mark``), the optimiser's best ladder of each size in ``sizes`` for each cost,
+    and each ladder of ``marked`` (name -> ladder in the shown ladder's units)."""
+    workload = spec.build(case.config)
+    workload.check_fits(case.config)
+    check_workload(workload, axis_name)
+    default_config = _figures(config_figures(subject, case), subject, case)
+    axis = axis_of(subject, case, axis_name, default_config)
+    [(_, rows)] = _evaluate(subject, [(case, spec, None, None)], per_step=True)
+    if "skipped" in rows:
+        raise (SubjectFailedHere if rows.get("failed") else HarnessError)(
+            f"{subject.spec} at {case.label()}, workload {spec.name}: {rows['skipped']}")
+    found = launches(workload, rows["per_step"], case, axis, default_config["ladders"])
+    if not found:
+        raise ConfigError(f"{axis.env} moves no ladder that a launch of {spec.name} uses at "
+                          f"{case.label()} (its {', '.join(axis.follows)} ladder; "
+                          "batched decode off?)")
+    chunked = any(r.get("blocks_per_chunk") for r in rows["per_step"])
+    model = CostModel(axis_name, case.config, chunked)
+    useful = len({launch.x for launch in found} | {axis.top})
+    default_size = len(default_config["ladders"][axis.shown] or ())
+    sizes = sizes or range(1, min(useful, max(DEFAULT_MOST, 2 * default_size)) + 1)
+    notes = []
+    if sizes.stop - 1 > useful:
+        notes.append(f"sizes above {useful} add nothing for {spec.name}: every value it rounds "
+                     "up is a bucket by then")
+    wanted: dict[str | None, list[str]] = {None: [default_mark]}
+    for k, proposals in best_ladders(found, model, axis.top, sizes).items():
+        for p in proposals:
+            wanted.setdefault(axis.env_value(p.ladder, case.config), []).append(
+                f"best {k} for {p.objective}")
+    for name, ladder in (marked or {}).items():
+        wanted.setdefault(axis.env_value(ladder, case.config), []).append(name)
+    values = list(wanted)
+    evaluated = _evaluate(subject, [(case, spec, axis, v) for v in values])
+    points: dict[tuple, Point] = {}
+    for value, figures in zip(values, evaluated):
+        if _failed(figures):
+            raise SubjectFailedHere(f"{subject.spec} at {case.label()} with {axis.env}={value}: "
+                                    f"{next(f['skipped'] for f in figures if f.get('failed'))}")
+        point = _point(figures, axis, value, wanted[value])
+        if isinstance(point, str):
+            notes.append(f"{axis.env}={value}: skipped: {point}")
+            continue
+        same = points.get(point.ladder)
+        if same is None:
+            points[point.ladder] = point
+        else:   # two overrides the subject resolves to one ladder: one point, every name
+            same.marks += [m for m in point.marks if m not in same.marks]
+            if point.env is None:
+                same.env = None
+    out = sorted(points.values(), key=lambda p: (p.graphs, p.costs[PADDING]))
+    mark_dominated(out)
+    return Frontier(subject.spec, case, spec.name, axis, out, notes)
+
+
+class SubjectFailedHere(HarnessError):
+    """The subject's own code raised while a ladder was evaluated: its failure (exit 1)."""
+
+    exit_status = 1
+
+
+def mark_dominated(points: list[Point]) -> None:
+    """A point is dominated when another compiles no more graphs and costs no more on every
+    per-step cost, and is better on one."""
+    names = ["graphs", *COSTS]
+    for p in points:
+        p.dominated = any(
+            all(q.figure(n) <= p.figure(n) for n in names)
+            and any(q.figure(n) < p.figure(n) for n in names) for q in points if q is not p)
+
+
+# -- a PR's two ladders on the head's frontier -------------------------------------------------
+
+def shown_ladder(subject: Subject, case: Case, axis: Axis) -> tuple[int, ...]:
+    """The ladder ``subject`` dispatches on along ``axis`` at ``case`` (its own, no override)."""
+    figures = _figures(config_figures(subject, case), subject, case)
+    return tuple(figures["ladders"].get(axis.shown) or ())
+
+
+def pr_frontier(base: Subject, head: Subject, case: Case, spec: WorkloadSpec, axis_name: str,
+                sizes: range | None = None) -> Frontier:
+    """The head's frontier with the head's own ladder marked "head" and the base's ladder,
+    evaluated by the head's code through the override, marked "base"."""
+    axis = axis_of(head, case, axis_name)
+    return frontier(head, case, spec, axis_name, sizes,
+                    marked={"base": shown_ladder(base, case, axis)}, default_mark="head")
+
+
+def summary(point: Point) -> dict:
+    return {"graphs": point.graphs, **point.costs}
+
+
+def distance(f: Frontier, point: Point, who: str) -> str:
+    """``who``'s ladder against the frontier at its graph count, in words."""
+    best = f.best_at(point.graphs)
+    return distance_text(who, point.ladder, point.graphs, f.excess(point), best.ladder,
+                         best.graphs)
+
+
+def pr_verdict(f: Frontier) -> tuple[Change, str]:
+    """The change from the base's ladder to the head's (both on the head's code), and the line
+    that says it with each side's distance from the frontier."""
+    b, h = f.marked("base"), f.marked("head")
+    change = change_between(summary(b), summary(h))
+    return change, verdict_line(change, [distance(f, b, "the base"),
+                                         distance(f, h, "the head")])
