@@ -5,6 +5,7 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 """
 
 from harness import suite
+from harness.analyze.frontier_place import default_excess
 from harness.evaluate import config_figures, workload_figures
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.registry import LADDER_UNITS, describe
@@ -87,6 +88,35 @@ class Workload:
 
     def setup(self, table, *key):
         self.figures = _figures_or_skip(f"exact.Workload{list(key)}", table, key)
+
+
+class Frontier:
+    """Per config with no kv override: how much more (%) its own kv ladder pads on the tier's
+    mixes than the best ladder the optimiser finds with at most as many compiled graphs, both
+    evaluated by the subject's own code (harness.analyze.frontier_place). 0 is on the frontier;
+    a PR that moves a ladder away from it shows in plain ``asv compare``."""
+
+    params = _CONFIG_PARAMS
+    param_names = _CONFIG_NAMES
+    timeout = 300
+
+    @suite.skipped_when_not_drivable
+    def setup_cache(self):
+        subject = suite.subject()
+        if subject.lacks("bucketer"):
+            return {"skipped": subject.lacks("bucketer")}
+        cases = [c for c in suite.cases() if suite.wanted(suite.case_key(c))]
+        by_label = default_excess(subject, cases, specs(steps=suite.tier().steps))
+        return {suite.case_key(c): by_label[c.label()] for c in cases}
+
+    def setup(self, table, *key):
+        self.figures = _figures_or_skip(f"exact.Frontier{list(key)}", table, key)
+
+    def track_excess_padding(self, *params):
+        return self.figures["excess_padding"]
+
+
+describe(Frontier.track_excess_padding, "exact.Frontier.track_excess_padding")
 
 
 #: Positions of each ladder tracked (the longest ladder of the full tier has 12 entries); past

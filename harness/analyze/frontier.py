@@ -25,11 +25,12 @@ from harness.analyze.tradeoff import (
     verdict_line,
 )
 from harness.errors import ConfigError, HarnessError, TraceError
-from harness.evaluate import config_figures, prefetch, workload_figures
+from harness.evaluate import config_figures, prefetch_ahead, workload_figures
 from harness.ladders import round_up
 from harness.matrix import Case
 from harness.subjects.base import Subject
-from harness.workloads import Workload, WorkloadSpec
+from harness.subjects.timeout import SubjectTimeout
+from harness.workloads import Workload, WorkloadSpec, buildable
 
 #: Per axis: the ladders its env override may move, the one dispatch reads first.
 DISPATCH = {"kv": ("batched_num_blocks", "num_blocks"), "num_seqs": ("batched_num_seqs",),
@@ -204,11 +205,8 @@ def _evaluate(subject: Subject, items: list[tuple[Case, WorkloadSpec, Axis | Non
     subject's own code under that override (the case's own ladder where the value is None)."""
     cases = [case if value is None else _with(case, axis, value)
              for case, _, axis, value in items]
-    by_spec: dict[str, tuple[WorkloadSpec, list[Case]]] = {}
-    for (_, spec, _, _), case in zip(items, cases):
-        by_spec.setdefault(spec.name, (spec, []))[1].append(case)
-    for spec, group in by_spec.values():
-        prefetch([subject], group, [spec])     # over the cores; the loop below reads the memo
+    prefetch_ahead([subject], [(case.config, case.overrides, buildable([spec], case.config))
+                               for case, (_, spec, _, _) in zip(cases, items)])
     return [(config_figures(subject, case), workload_figures(subject, case, [spec],
                                                              per_step)[spec.name])
             for case, (_, spec, _, _) in zip(cases, items)]
@@ -228,61 +226,133 @@ def _failed(figures: tuple[dict, dict]) -> bool:
     return any(f.get("failed") for f in figures)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What the optimiser needs of one (subject, config, workload, axis): the axis as the code
+    takes it, the config's own figures, and the launches its own dispatch makes."""
+
+    case: Case
+    spec: WorkloadSpec
+    axis: Axis
+    default: dict
+    launches: Counter
+    model: CostModel
+
+    def best(self, sizes: range):
+        return best_ladders(self.launches, self.model, self.axis.top, sizes)
+
+    def value(self, ladder) -> str:
+        return self.axis.env_value(ladder, self.case.config)
+
+
+def prepare(subject: Subject, requests: list[tuple[Case, WorkloadSpec]], axis_name: str,
+            keep_errors: bool = False) -> list[Prepared | HarnessError]:
+    """Each (config, workload) made ready for the optimiser: bad input (a workload without the
+    sequences the axis pads, an axis the code has no override for) raises, or with
+    ``keep_errors`` takes that request's place; the config's own per-step dispatch is evaluated
+    for all requests at once."""
+    ready: list = []
+    for case, spec in requests:
+        try:
+            workload = spec.build(case.config)
+            workload.check_fits(case.config)
+            check_workload(workload, axis_name)
+            default = _figures(config_figures(subject, case), subject, case)
+            ready.append((case, spec, workload, default,
+                          axis_of(subject, case, axis_name, default)))
+        except SubjectTimeout:
+            raise
+        except HarnessError as exc:
+            if not keep_errors:
+                raise
+            ready.append(exc)
+    good = [r for r in ready if not isinstance(r, HarnessError)]
+    evaluated = iter(_evaluate(subject, [(case, spec, None, None) for case, spec, *_ in good],
+                               per_step=True))
+    out: list = []
+    for item in ready:
+        if isinstance(item, HarnessError):
+            out.append(item)
+            continue
+        try:
+            out.append(_prepared(subject, *item, next(evaluated)[1], axis_name))
+        except HarnessError as exc:
+            if not keep_errors:
+                raise
+            out.append(exc)
+    return out
+
+
+def _prepared(subject, case, spec, workload, default, axis, rows, axis_name) -> Prepared:
+    if "skipped" in rows:
+        raise (SubjectFailedHere if rows.get("failed") else HarnessError)(
+            f"{subject.spec} at {case.label()}, workload {spec.name}: {rows['skipped']}")
+    found = launches(workload, rows["per_step"], case, axis, default["ladders"])
+    if not found:
+        raise ConfigError(f"{axis.env} moves no ladder that a launch of {spec.name} uses at "
+                          f"{case.label()} (its {', '.join(axis.follows)} ladder; batched "
+                          "decode off?)")
+    chunked = any(r.get("blocks_per_chunk") for r in rows["per_step"])
+    return Prepared(case, spec, axis, default, found, CostModel(axis_name, case.config, chunked))
+
+
+def points_of(subject: Subject, prepared: Prepared, wanted: dict[str | None, list[str]],
+              notes: list[str]) -> list[Point]:
+    """Each env value of ``wanted`` (None: the config's own ladder) evaluated, one point per
+    ladder the code resolves (every name kept); a ladder it skips is a note."""
+    return _points(subject, [(prepared, wanted)], notes)[0]
+
+
+def _points(subject, batch: list[tuple[Prepared, dict]], notes: list[str]) -> list[list[Point]]:
+    items = [(p.case, p.spec, p.axis, v) for p, wanted in batch for v in wanted]
+    evaluated = iter(_evaluate(subject, items))
+    out = []
+    for prepared, wanted in batch:
+        case, axis = prepared.case, prepared.axis
+        points: dict[tuple, Point] = {}
+        for value in wanted:
+            figures = next(evaluated)
+            if _failed(figures):
+                raise SubjectFailedHere(
+                    f"{subject.spec} at {case.label()} with {axis.env}={value}: "
+                    f"{next(f['skipped'] for f in figures if f.get('failed'))}")
+            point = _point(figures, axis, value, wanted[value])
+            if isinstance(point, str):
+                notes.append(f"{axis.env}={value}: skipped: {point}")
+                continue
+            same = points.get(point.ladder)
+            if same is None:
+                points[point.ladder] = point
+            else:   # two overrides the subject resolves to one ladder: one point, every name
+                same.marks += [m for m in point.marks if m not in same.marks]
+                if point.env is None:
+                    same.env = None
+        out.append(sorted(points.values(), key=lambda p: (p.graphs, p.costs[PADDING])))
+    return out
+
+
 def frontier(subject: Subject, case: Case, spec: WorkloadSpec, axis_name: str,
              sizes: range | None = None, marked: dict[str, tuple] | None = None,
              default_mark: str = "default") -> Frontier:
     """The frontier of ``subject``'s code at ``case`` on ``spec`` along one axis: the config's
-    own ladder (``default_mark``), the optimiser's best ladder of each size in ``sizes`` for each cost,
-    and each ladder of ``marked`` (name -> ladder in the shown ladder's units)."""
-    workload = spec.build(case.config)
-    workload.check_fits(case.config)
-    check_workload(workload, axis_name)
-    default_config = _figures(config_figures(subject, case), subject, case)
-    axis = axis_of(subject, case, axis_name, default_config)
-    [(_, rows)] = _evaluate(subject, [(case, spec, None, None)], per_step=True)
-    if "skipped" in rows:
-        raise (SubjectFailedHere if rows.get("failed") else HarnessError)(
-            f"{subject.spec} at {case.label()}, workload {spec.name}: {rows['skipped']}")
-    found = launches(workload, rows["per_step"], case, axis, default_config["ladders"])
-    if not found:
-        raise ConfigError(f"{axis.env} moves no ladder that a launch of {spec.name} uses at "
-                          f"{case.label()} (its {', '.join(axis.follows)} ladder; "
-                          "batched decode off?)")
-    chunked = any(r.get("blocks_per_chunk") for r in rows["per_step"])
-    model = CostModel(axis_name, case.config, chunked)
-    useful = len({launch.x for launch in found} | {axis.top})
-    default_size = len(default_config["ladders"][axis.shown] or ())
+    own ladder (``default_mark``), the optimiser's best ladder of each size in ``sizes`` for
+    each cost, and each ladder of ``marked`` (name -> ladder in the shown ladder's units)."""
+    [prepared] = prepare(subject, [(case, spec)], axis_name)
+    axis = prepared.axis
+    useful = len({launch.x for launch in prepared.launches} | {axis.top})
+    default_size = len(prepared.default["ladders"][axis.shown] or ())
     sizes = sizes or range(1, min(useful, max(DEFAULT_MOST, 2 * default_size)) + 1)
     notes = []
     if sizes.stop - 1 > useful:
         notes.append(f"sizes above {useful} add nothing for {spec.name}: every value it rounds "
                      "up is a bucket by then")
     wanted: dict[str | None, list[str]] = {None: [default_mark]}
-    for k, proposals in best_ladders(found, model, axis.top, sizes).items():
+    for k, proposals in prepared.best(sizes).items():
         for p in proposals:
-            wanted.setdefault(axis.env_value(p.ladder, case.config), []).append(
-                f"best {k} for {p.objective}")
+            wanted.setdefault(prepared.value(p.ladder), []).append(f"best {k} for {p.objective}")
     for name, ladder in (marked or {}).items():
-        wanted.setdefault(axis.env_value(ladder, case.config), []).append(name)
-    values = list(wanted)
-    evaluated = _evaluate(subject, [(case, spec, axis, v) for v in values])
-    points: dict[tuple, Point] = {}
-    for value, figures in zip(values, evaluated):
-        if _failed(figures):
-            raise SubjectFailedHere(f"{subject.spec} at {case.label()} with {axis.env}={value}: "
-                                    f"{next(f['skipped'] for f in figures if f.get('failed'))}")
-        point = _point(figures, axis, value, wanted[value])
-        if isinstance(point, str):
-            notes.append(f"{axis.env}={value}: skipped: {point}")
-            continue
-        same = points.get(point.ladder)
-        if same is None:
-            points[point.ladder] = point
-        else:   # two overrides the subject resolves to one ladder: one point, every name
-            same.marks += [m for m in point.marks if m not in same.marks]
-            if point.env is None:
-                same.env = None
-    out = sorted(points.values(), key=lambda p: (p.graphs, p.costs[PADDING]))
+        wanted.setdefault(prepared.value(ladder), []).append(name)
+    out = points_of(subject, prepared, wanted, notes)
     mark_dominated(out)
     return Frontier(subject.spec, case, spec.name, axis, out, notes)
 

@@ -18,6 +18,10 @@ COSTS = {"iterations_per_layer_mean": "iterations", "padded_slots_per_real_token
 #: The config figures whose sum is the compiled graphs of a deployment config.
 GRAPH_FIGURES = ("variants", "batched_variants_recorded", "unrecorded_keys")
 MINUS = "\u2212"
+#: The ladders a kv override sets: their changes are placed on the head's kv frontier.
+KV_LADDERS = ("batched_num_blocks", "num_blocks", "kv")
+#: The name compiled graphs go by among the costs a change moved.
+GRAPHS = "graphs"
 
 
 def compiled_graphs(config_figures: dict) -> int:
@@ -28,21 +32,23 @@ def compiled_graphs(config_figures: dict) -> int:
 
 @dataclass(frozen=True)
 class Change:
-    """What a ladder change did: compiled graphs (head − base; per config, the smallest and the
-    largest change where several configs moved) and each per-step cost (head / base − 1)."""
+    """What a ladder change did: compiled graphs (head − base, per config: the smallest and the
+    largest change where several configs moved) and each per-step cost (head / base − 1: the
+    smallest and the largest over the rows that moved)."""
 
     graphs: tuple[int, int] = (0, 0)
-    costs: dict[str, float] = field(default_factory=dict)
+    costs: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def _moves(self) -> list[tuple[str, float, float]]:
+        return [(GRAPHS, *self.graphs)] + [(m, lo, hi) for m, (lo, hi) in self.costs.items()]
 
     @property
     def worse(self) -> list[str]:
-        return ([GRAPHS] if sum(self.graphs) > 0 else []) + [m for m, v in self.costs.items()
-                                                            if v > 0]
+        return [name for name, _, hi in self._moves() if hi > 0]
 
     @property
     def better(self) -> list[str]:
-        return ([GRAPHS] if sum(self.graphs) < 0 else []) + [m for m, v in self.costs.items()
-                                                            if v < 0]
+        return [name for name, lo, _ in self._moves() if lo < 0]
 
     @property
     def kind(self) -> str:
@@ -52,41 +58,47 @@ class Change:
         return "regression" if self.worse else "improvement" if self.better else "change"
 
     def text(self) -> str:
-        """``+6 compiled graphs for −11.7 % iterations and −11 % padding`` (a trade-off: what
-        grew for what shrank), or what moved (``−1 compiled graphs, −8 % padding``)."""
-        worse = [self._part(name) for name in self.worse]
-        better = [self._part(name) for name in self.better]
-        if worse and better:
-            return f"{_and(worse)} for {_and(better)}"
-        return ", ".join(worse or better)
+        """``+6 compiled graphs for −11.7 % iterations and −11 % padding``: what grew for what
+        shrank; a cost that grew on some rows and shrank on others is said as its range."""
+        grew = [self._part(n, lo, hi) for n, lo, hi in self._moves() if lo >= 0 < hi]
+        shrank = [self._part(n, lo, hi) for n, lo, hi in self._moves() if lo < 0 >= hi]
+        mixed = [self._part(n, lo, hi) for n, lo, hi in self._moves() if lo < 0 < hi]
+        if grew and shrank:
+            return f"{_and(grew)} for {_and(shrank)}" + (f"; {_and(mixed)}" if mixed else "")
+        if (grew or shrank) and mixed:
+            return f"{_and(grew or shrank)} for {_and(mixed)}"
+        return ", ".join(grew or shrank or mixed)
 
-    def _part(self, name: str) -> str:
+    @staticmethod
+    def _part(name: str, lo: float, hi: float) -> str:
         if name == GRAPHS:
-            lo, hi = self.graphs
             if lo == hi:
-                return f"{_signed(lo)} compiled graphs"
-            return f"{_signed(lo)} to {_signed(hi)} compiled graphs per config"
-        return f"{_signed_pct(self.costs[name])} {COSTS[name]}"
+                return f"{_signed(int(lo))} compiled graphs"
+            return f"{_signed(int(lo))} to {_signed(int(hi))} compiled graphs per config"
+        low, high = _signed_pct(lo), _signed_pct(hi)
+        return f"{low} {COSTS[name]}" if low == high else f"{low} to {high} {COSTS[name]}"
 
-
-GRAPHS = "graphs"
 
 
 def change_between(base: dict, head: dict) -> Change:
     """The change from one evaluated ladder to another (each: ``graphs`` and the cost figures),
     on the same code and workload."""
-    costs = {m: head[m] / base[m] - 1 for m in COSTS
+    moved = {m: head[m] / base[m] - 1 for m in COSTS
              if base.get(m) and head.get(m) is not None and head[m] != base[m]}
     delta = head["graphs"] - base["graphs"]
-    return Change((delta, delta), costs)
+    return Change((delta, delta), {m: (v, v) for m, v in moved.items()})
 
 
-def geometric_change(ratios: list[float]) -> float:
-    """The geometric mean of ratios, as a relative change (0.0 for none)."""
-    usable = [r for r in ratios if r > 0 and math.isfinite(r)]
-    if not usable:
-        return 0.0
-    return math.exp(sum(math.log(r) for r in usable) / len(usable)) - 1
+def change_over(graph_deltas: list[int], ratios: dict[str, list[float]]) -> Change:
+    """The change over many rows: per config the compiled graphs' change, per cost the ratios
+    (head / base) of the rows that moved."""
+    moved = [d for d in graph_deltas if d]
+    costs = {}
+    for metric, values in ratios.items():
+        usable = [x for x in values if x > 0 and math.isfinite(x) and x != 1]
+        if usable:
+            costs[metric] = (min(usable) - 1, max(usable) - 1)
+    return Change((min(moved), max(moved)) if moved else (0, 0), costs)
 
 
 def distance_text(who: str, ladder, graphs: int, excess: float, best_ladder,
@@ -118,11 +130,13 @@ def _signed(n: int) -> str:
 
 def _pct(fraction: float) -> str:
     value = abs(fraction) * 100
+    if value >= 1000:
+        return f"{value:,.0f} %"
     return f"{value:.3g} %" if value >= 0.1 else f"{value:.2g} %"
 
 
 def _signed_pct(fraction: float) -> str:
-    return ("+" if fraction > 0 else MINUS) + _pct(fraction)
+    return ("+" if fraction > 0 else MINUS if fraction < 0 else "") + _pct(fraction)
 
 
 def verdict_line(change: Change, distances: list[str]) -> str:
