@@ -289,9 +289,9 @@ def _prepared(subject, case, spec, workload, default, axis, rows, axis_name) -> 
             f"{subject.spec} at {case.label()}, workload {spec.name}: {rows['skipped']}")
     found = launches(workload, rows["per_step"], case, axis, default["ladders"])
     if not found:
-        raise ConfigError(f"{axis.env} moves no ladder that a launch of {spec.name} uses at "
-                          f"{case.label()} (its {', '.join(axis.follows)} ladder; batched "
-                          "decode off?)")
+        raise ConfigError(f"{subject.spec}: {axis.env} moves only its "
+                          f"{' and '.join(axis.follows)} ladder at {case.label()}, and no launch "
+                          f"of {spec.name} dispatches on it")
     chunked = any(r.get("blocks_per_chunk") for r in rows["per_step"])
     return Prepared(case, spec, axis, default, found, CostModel(axis_name, case.config, chunked))
 

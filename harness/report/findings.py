@@ -246,8 +246,9 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     head = (f"{what} in the {where}" if default and not every else f"{what} in {where}"
             if every else f"{what} under {where}") + at + f" × {len(configs)} configs"
     parts = []
-    if g.changes and kind in ("regression", "trade-off", "improvement"):
-        parts.append(ladder_change(g).text())
+    moved = ladder_change(g).text() if g.changes else ""
+    if moved and kind in ("regression", "trade-off", "improvement"):
+        parts.append(moved)
     workload_effects = [e for e in g.effects if e["params"].get("workload") is not None]
     pool = [e for e in workload_effects if (e["head"] or 0) > (e["base"] or 0)] \
         if kind == "regression" else workload_effects
