@@ -73,7 +73,8 @@ def register(sub) -> None:
                    help="skip the closing comparison of the first and last target")
     p.add_argument("--fail-on", default=",".join(RUN_FAIL_ON), metavar="WHAT,..",
                    help="what in the closing comparison exits 1, as in `compare --fail-on` "
-                        "(wrong, lost, exact, regression, incomparable; default %(default)s: the "
+                        "(wrong, lost, exact, regression, variants, incomparable; default "
+                        "%(default)s: the "
                         "comparison of a run is for reading, `compare` is the gate)")
     from harness.outputs import checked_stdout
     p.set_defaults(run=checked_stdout(run))
