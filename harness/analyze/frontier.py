@@ -145,8 +145,11 @@ def axis_of(subject: Subject, case: Case, name: str, default: dict | None = None
 
 
 def _figures(figures: dict, subject: Subject, case: Case) -> dict:
+    """Config figures, or the error they stand for: the subject's own failure (exit 1) or why
+    it cannot give them (exit 2)."""
     if "skipped" in figures:
-        raise HarnessError(f"{subject.spec} at {case.label()}: {figures['skipped']}")
+        raise (SubjectFailedHere if figures.get("failed") else HarnessError)(
+            f"{subject.spec} at {case.label()}: {figures['skipped']}")
     return figures
 
 
