@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.analyze.frontier_opt import AXES, CostModel, Launch, best_ladders, blocks_of
+from harness.analyze.frontier_opt import (
+    AXES,
+    CostModel,
+    best_ladders,
+    blocks_of,
+    check_workload,
+    launches,
+)
 from harness.analyze.tradeoff import (
     COSTS,
     Change,
@@ -24,20 +31,16 @@ from harness.analyze.tradeoff import (
     distance_text,
     verdict_line,
 )
-from harness.errors import ConfigError, HarnessError, TraceError
+from harness.errors import ConfigError, HarnessError
 from harness.evaluate import config_figures, prefetch_ahead, workload_figures
-from harness.ladders import round_up
 from harness.matrix import Case
 from harness.subjects.base import Subject
 from harness.subjects.timeout import SubjectTimeout
-from harness.workloads import Workload, WorkloadSpec, buildable
+from harness.workloads import WorkloadSpec, buildable
 
 #: Per axis: the ladders its env override may move, the one dispatch reads first.
 DISPATCH = {"kv": ("batched_num_blocks", "num_blocks"), "num_seqs": ("batched_num_seqs",),
             "query": ("query",)}
-#: The cost each objective minimises, as a workload figure.
-OBJECTIVE_METRIC = {"padding": "padded_slots_per_real_token",
-                    "iterations": "iterations_per_layer_mean", "bytes": "h2d_bytes_per_step"}
 PADDING = "padded_slots_per_real_token"
 #: Sizes proposed when none are asked: up to this many buckets, or twice the default's.
 DEFAULT_MOST = 8
@@ -158,48 +161,6 @@ def _with(case: Case, axis: Axis, value: str) -> Case:
                 f"{case.overrides_name}+{axis.name}={value}")
 
 
-# -- the optimiser's view of a workload --------------------------------------------------------
-
-def check_workload(workload: Workload, axis: str) -> None:
-    """A workload the axis is chosen for: decodes for the decode ladders, prefills for query."""
-    seqs = [s for step in workload.steps for s in step]
-    if axis == "query" and all(s.is_decode for s in seqs):
-        raise TraceError(f"{workload.name}: no prefill in it (every query_len is 1): the query "
-                         "ladder pads prefills only")
-    if axis != "query" and not any(s.is_decode for s in seqs):
-        raise TraceError(f"{workload.name}: no decode in it (every sequence has query_len > 1): "
-                         f"the {axis} ladder's frontier is over decodes")
-
-
-def launches(workload: Workload, rows: list[dict], case: Case, axis: Axis,
-             ladders: dict) -> Counter[Launch]:
-    """Every launch of the workload whose cost the axis moves, from the subject's own dispatch
-    of each step at the config's own ladders (``rows``: its per-step figures)."""
-    bs = case.config.block_size
-    out: Counter[Launch] = Counter()
-    for step, row in zip(workload.steps, rows):
-        n = row.get("batched_seqs") or 0
-        buckets = row.get("per_sequence_buckets") or []
-        single = step[n:]
-        queries = [q for _, q in buckets] if len(buckets) == len(single) else \
-            [1 if s.is_decode else s.query_len for s in single]
-        blocks = [b for b, _ in buckets] if len(buckets) == len(single) else \
-            [blocks_of(s.seq_len, bs) for s in single]
-        if n:
-            longest = max(blocks_of(s.seq_len, bs) for s in step[:n])
-            if axis.name == "kv" and "batched_num_blocks" in axis.follows:
-                out[Launch(True, longest, seqs=row["b_seqs"])] += 1
-            elif axis.name == "num_seqs":
-                padded = row.get("b_blocks") or round_up(ladders["batched_num_blocks"], longest)
-                out[Launch(True, n, blocks=padded)] += 1
-        for s, nb, qb in zip(single, blocks, queries):
-            if axis.name == "kv" and "num_blocks" in axis.follows:
-                out[Launch(False, blocks_of(s.seq_len, bs), query=qb)] += 1
-            elif axis.name == "query" and not s.is_decode:
-                out[Launch(False, s.query_len, blocks=nb)] += 1
-    return out
-
-
 # -- evaluation --------------------------------------------------------------------------------
 
 def _evaluate(subject: Subject, items: list[tuple[Case, WorkloadSpec, Axis | None, str | None]],
@@ -299,14 +260,11 @@ def _prepared(subject, case, spec, workload, default, axis, rows, axis_name) -> 
     return Prepared(case, spec, axis, default, found, CostModel(axis_name, case.config, chunked))
 
 
-def points_of(subject: Subject, prepared: Prepared, wanted: dict[str | None, list[str]],
-              notes: list[str]) -> list[Point]:
-    """Each env value of ``wanted`` (None: the config's own ladder) evaluated, one point per
-    ladder the code resolves (every name kept); a ladder it skips is a note."""
-    return _points(subject, [(prepared, wanted)], notes)[0]
-
-
-def _points(subject, batch: list[tuple[Prepared, dict]], notes: list[str]) -> list[list[Point]]:
+def evaluate_points(subject: Subject, batch: list[tuple[Prepared, dict[str | None, list[str]]]],
+                    notes: list[str]) -> list[list[Point]]:
+    """Per (prepared, {env value or None for the config's own ladder: names}), each value
+    evaluated by the subject's code, one point per ladder it resolves (every name kept), all
+    requests driven together; a ladder it skips is a note."""
     items = [(p.case, p.spec, p.axis, v) for p, wanted in batch for v in wanted]
     evaluated = iter(_evaluate(subject, items))
     out = []
@@ -355,7 +313,7 @@ def frontier(subject: Subject, case: Case, spec: WorkloadSpec, axis_name: str,
             wanted.setdefault(prepared.value(p.ladder), []).append(f"best {k} for {p.objective}")
     for name, ladder in (marked or {}).items():
         wanted.setdefault(prepared.value(ladder), []).append(name)
-    out = points_of(subject, prepared, wanted, notes)
+    [out] = evaluate_points(subject, [(prepared, wanted)], notes)
     mark_dominated(out)
     return Frontier(subject.spec, case, spec.name, axis, out, notes)
 

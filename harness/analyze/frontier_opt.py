@@ -6,8 +6,9 @@ longest decode's blocks on the kv axis, its decode count on the num_seqs axis; a
 launch its own blocks, or its query length on the query axis) and pays a cost that depends only
 on the bucket it lands on. So the best ladder of k buckets is a shortest path over the sorted
 candidate values (one-dimensional bucketing by dynamic programming), exact for the costs
-modelled here. It only proposes: every ladder it proposes is then evaluated by the subject's
-own code (:mod:`harness.analyze.frontier`), so no figure shown is the optimiser's.
+modelled here. Which launches a workload makes comes from the subject's own dispatch of each
+step (its per-step figures). It only proposes: every ladder it proposes is then evaluated by the
+subject's own code (:mod:`harness.analyze.frontier`), so no figure shown is the optimiser's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.config import EngineConfig
-from harness.ladders import ceil_div, chunking, stick_padded
+from harness.errors import TraceError
+from harness.ladders import ceil_div, chunking, round_up, stick_padded
+from harness.matrix import Case
+from harness.workloads import Workload
 
 #: What a ladder is chosen to minimise; each is one of the per-step costs the frontier shows.
 OBJECTIVES = ("padding", "iterations", "bytes")
@@ -188,3 +192,46 @@ def modelled_cost(launches: Counter[Launch], model: CostModel,
 
 def blocks_of(seq_len: int, block_size: int) -> int:
     return ceil_div(seq_len, block_size)
+
+
+# -- the optimiser's view of a workload --------------------------------------------------------
+
+def check_workload(workload: Workload, axis: str) -> None:
+    """A workload the axis is chosen for: decodes for the decode ladders, prefills for query."""
+    seqs = [s for step in workload.steps for s in step]
+    if axis == "query" and all(s.is_decode for s in seqs):
+        raise TraceError(f"{workload.name}: no prefill in it (every query_len is 1): the query "
+                         "ladder pads prefills only")
+    if axis != "query" and not any(s.is_decode for s in seqs):
+        raise TraceError(f"{workload.name}: no decode in it (every sequence has query_len > 1): "
+                         f"the {axis} ladder's frontier is over decodes")
+
+
+def launches(workload: Workload, rows: list[dict], case: Case, axis,
+             ladders: dict) -> Counter[Launch]:
+    """Every launch of the workload whose cost the axis moves, from the subject's own dispatch
+    of each step at the config's own ladders (``rows``: its per-step figures; ``axis``: how its
+    code takes the axis, a :class:`harness.analyze.frontier.Axis`)."""
+    bs = case.config.block_size
+    out: Counter[Launch] = Counter()
+    for step, row in zip(workload.steps, rows):
+        n = row.get("batched_seqs") or 0
+        buckets = row.get("per_sequence_buckets") or []
+        single = step[n:]
+        queries = [q for _, q in buckets] if len(buckets) == len(single) else \
+            [1 if s.is_decode else s.query_len for s in single]
+        blocks = [b for b, _ in buckets] if len(buckets) == len(single) else \
+            [blocks_of(s.seq_len, bs) for s in single]
+        if n:
+            longest = max(blocks_of(s.seq_len, bs) for s in step[:n])
+            if axis.name == "kv" and "batched_num_blocks" in axis.follows:
+                out[Launch(True, longest, seqs=row["b_seqs"])] += 1
+            elif axis.name == "num_seqs":
+                padded = row.get("b_blocks") or round_up(ladders["batched_num_blocks"], longest)
+                out[Launch(True, n, blocks=padded)] += 1
+        for s, nb, qb in zip(single, blocks, queries):
+            if axis.name == "kv" and "num_blocks" in axis.follows:
+                out[Launch(False, blocks_of(s.seq_len, bs), query=qb)] += 1
+            elif axis.name == "query" and not s.is_decode:
+                out[Launch(False, s.query_len, blocks=nb)] += 1
+    return out

@@ -8,7 +8,7 @@ ladders and what the ASV suite tracks per config (``exact.Frontier``).
 
 from __future__ import annotations
 
-from harness.analyze.frontier import PADDING, Point, Prepared, _points, prepare
+from harness.analyze.frontier import PADDING, Point, Prepared, evaluate_points, prepare
 from harness.analyze.frontier_opt import AXES
 from harness.analyze.tradeoff import COSTS
 from harness.errors import HarnessError
@@ -71,7 +71,7 @@ def _place(subject: Subject, prepared: list[Prepared], requests: list) -> list[d
             want.setdefault(None if n[name] is None else p.value(o[name]), []).append(name)
         first.append(want)
     placed = [{name: next((pt for pt in pts if name in pt.marks), None) for name in n}
-              for pts, n in zip(_points(subject, list(zip(prepared, first)), notes), named)]
+              for pts, n in zip(evaluate_points(subject, list(zip(prepared, first)), notes), named)]
     proposals = [p.best(range(1, max(map(len, o.values()), default=1) + 1))
                  for p, o in zip(prepared, own)]
     rivals: list[dict[str, Point | None]] = [dict.fromkeys(n) for n in named]
@@ -94,7 +94,7 @@ def _place(subject: Subject, prepared: list[Prepared], requests: list) -> list[d
                 batch.append((p, want))
         if not batch:
             break
-        found = dict(zip((id(p) for p, _ in batch), _points(subject, batch, notes)))
+        found = dict(zip((id(p) for p, _ in batch), evaluate_points(subject, batch, notes)))
         for i, name in asked:
             rival = next((pt for pt in found[id(prepared[i])] if name in pt.marks), None)
             if rival is not None and rival.graphs <= placed[i][name].graphs:
