@@ -169,3 +169,12 @@ def test_a_trace_with_no_decodes_and_an_axis_without_override_are_refused():
     with pytest.raises(ConfigError, match="no env override for the num_seqs axis"):
         frontier(resolve_subject("reference:pre-810"), case(), specs(["bimodal"])[0],
                  "num_seqs")
+
+
+def test_a_workload_at_the_top_still_gets_the_one_bucket_ladder():
+    """Every sequence at max_model_len: no ladder pads less, so the cheapest one (a single
+    bucket) dominates the config's own."""
+    f = frontier(resolve_subject("reference:post-810-clamp"), case(),
+                 specs(["all-at-max"], steps=4)[0], "kv")
+    assert [p.ladder for p in f.points] == [(11,), (2, 3, 6, 11)]
+    assert f.points[1].dominated and not f.points[0].dominated

@@ -121,8 +121,8 @@ def best_ladders(launches: Counter[Launch], model: CostModel, top: int,
         cum.append(row)
     out: dict[int, list[Proposal]] = {k: [] for k in sizes if 1 <= k <= n}
     for o, objective in enumerate(OBJECTIVES):
-        if _flat(launches, model, values, o):
-            continue   # this axis does not move this cost: nothing to choose for it
+        if objective != "padding" and _flat(launches, model, values, o):
+            continue   # this axis does not move this cost: padding's ladders stand for it
         for k, ladder in _shortest_paths(cum, n, o, max(out, default=0)).items():
             if k in out:
                 modelled = _modelled(cum, [values[i] for i in ladder], values)
