@@ -1,7 +1,8 @@
 """The default ladder's distance from the frontier over history: a real ``spyre-bench run`` (the
 exact tier, in process) of #810's bucketer and of a planted default kv ladder far from the
 frontier stores ``exact.Frontier.track_excess_padding``; a stored comparison flags the rise as a
-regression, and the report plots one point per commit and config."""
+regression, plain ``asv compare`` marks it worse, and the report plots one point per commit and
+config."""
 
 from __future__ import annotations
 
@@ -60,6 +61,19 @@ def test_a_stored_comparison_flags_the_rise(measured):
     first = proc.stdout.splitlines()[1]
     assert first.startswith("🔴 1 regression"), proc.stdout
     assert re.search(r"exact\.Frontier\.track_excess_padding\s.*percent\s.*2\s.*0\s", proc.stdout)
+
+
+def test_plain_asv_compare_shows_the_rise(measured):
+    """What `spyre-bench run` stored is ASV's own format: plain `asv compare` marks it worse."""
+    from harness.runner.asv_config import write_config
+    repo, home, results, (clamp, floor) = measured
+    conf = write_config(home / "asv.conf.json", repo.path, results)
+    proc = subprocess.run([sys.executable, "-m", "asv", "compare", "--config", str(conf),
+                           "--machine", "frontier-box", "--factor", "1.0", clamp[:8], floor[:8]],
+                          capture_output=True, text=True, env={**os.environ, "HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    rows = [x for x in proc.stdout.splitlines() if "track_excess_padding" in x and "'batched'" in x]
+    assert len(rows) == 2 and all(x.lstrip("| ").startswith("+") for x in rows), proc.stdout
 
 
 def test_the_report_plots_the_distance_per_commit(measured):
