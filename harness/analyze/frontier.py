@@ -133,7 +133,7 @@ def axis_of(subject: Subject, case: Case, name: str, default: dict | None = None
     if probe == [1, 1]:     # one bucket is the only ladder there is: nothing to probe
         follows = DISPATCH[name]
     else:
-        probed = _figures(config_figures(subject, _with(case, probe_axis,
+        probed = _figures(config_figures(subject, with_value(case, probe_axis,
                                                         probe_axis.env_value(probe, c))),
                           subject, case)
         follows = tuple(a for a in DISPATCH[name]
@@ -156,7 +156,8 @@ def _figures(figures: dict, subject: Subject, case: Case) -> dict:
     return figures
 
 
-def _with(case: Case, axis: Axis, value: str) -> Case:
+def with_value(case: Case, axis: Axis, value: str) -> Case:
+    """``case`` with the axis's env override set to ``value``."""
     return Case(case.config, case.overrides.with_env(**{axis.env: value}),
                 f"{case.overrides_name}+{axis.name}={value}")
 
@@ -167,7 +168,7 @@ def _evaluate(subject: Subject, items: list[tuple[Case, WorkloadSpec, Axis | Non
               per_step: bool = False) -> list[tuple[dict, dict]]:
     """(config figures, workload figures) of each (case, workload, axis, env value): the
     subject's own code under that override (the case's own ladder where the value is None)."""
-    cases = [case if value is None else _with(case, axis, value)
+    cases = [case if value is None else with_value(case, axis, value)
              for case, _, axis, value in items]
     prefetch_ahead([subject], [(case.config, case.overrides, buildable([spec], case.config))
                                for case, (_, spec, _, _) in zip(cases, items)])

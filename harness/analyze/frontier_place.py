@@ -8,10 +8,18 @@ ladders and what the ASV suite tracks per config (``exact.Frontier``).
 
 from __future__ import annotations
 
-from harness.analyze.frontier import PADDING, Point, Prepared, evaluate_points, prepare
+from harness.analyze.frontier import (
+    PADDING,
+    Point,
+    Prepared,
+    evaluate_points,
+    prepare,
+    with_value,
+)
 from harness.analyze.frontier_opt import AXES
-from harness.analyze.tradeoff import COSTS
+from harness.analyze.tradeoff import COSTS, compiled_graphs
 from harness.errors import HarnessError
+from harness.evaluate import config_figures
 from harness.matrix import Case
 from harness.subjects.base import Subject
 from harness.subjects.timeout import SubjectTimeout
@@ -74,38 +82,42 @@ def _place(subject: Subject, prepared: list[Prepared], requests: list) -> list[d
               for pts, n in zip(evaluate_points(subject, list(zip(prepared, first)), notes), named)]
     proposals = [p.best(range(1, max(map(len, o.values()), default=1) + 1))
                  for p, o in zip(prepared, own)]
+    # each ladder's rival: the optimiser's best of its size, else of one size less, ... the
+    # first whose compiled graphs (its bucketing alone, no step driven) are no more than the
+    # ladder's; then every rival's workload is driven once, all together
+    batch, asked = [], []
+    for i, p in enumerate(prepared):
+        want: dict[str | None, list[str]] = {}
+        for name, point in placed[i].items():
+            value = None if point is None else _rival(subject, p, proposals[i],
+                                                      len(own[i][name]), point.graphs)
+            if value is not None and value != p.value(own[i][name]):   # else its own best
+                want.setdefault(value, []).append(name)
+                asked.append((i, name))
+        if want:
+            batch.append((p, want))
+    found = dict(zip((id(p) for p, _ in batch), evaluate_points(subject, batch, notes)))
     rivals: list[dict[str, Point | None]] = [dict.fromkeys(n) for n in named]
-    # rounds: each ladder's best rival of its size, then of one size less, ... until one
-    # compiles no more graphs than the ladder (the first round usually settles every one)
-    size = [{name: len(o[name]) for name in o} for o in own]
-    while True:
-        batch, asked = [], []
-        for i, p in enumerate(prepared):
-            want = {}
-            for name, point in placed[i].items():
-                while point is not None and rivals[i][name] is None and size[i][name] >= 1:
-                    ladder = _padding_best(proposals[i], size[i][name])
-                    if ladder is not None:
-                        want.setdefault(p.value(ladder), []).append(name)
-                        asked.append((i, name))
-                        break
-                    size[i][name] -= 1
-            if want:
-                batch.append((p, want))
-        if not batch:
-            break
-        found = dict(zip((id(p) for p, _ in batch), evaluate_points(subject, batch, notes)))
-        for i, name in asked:
-            rival = next((pt for pt in found[id(prepared[i])] if name in pt.marks), None)
-            if rival is not None and rival.graphs <= placed[i][name].graphs:
-                rivals[i][name] = rival
-            else:
-                size[i][name] -= 1
+    for i, name in asked:
+        rivals[i][name] = next((pt for pt in found[id(prepared[i])] if name in pt.marks), None)
     return [_entry(p, pl, rv, notes) for p, pl, rv in zip(prepared, placed, rivals)]
 
 
 def _padding_best(proposals: dict, size: int) -> tuple[int, ...] | None:
     return next((q.ladder for q in proposals.get(size, []) if q.objective == "padding"), None)
+
+
+def _rival(subject: Subject, p: Prepared, proposals: dict, size: int, graphs: int) -> str | None:
+    """The env value of the largest padding-best ladder of at most ``size`` buckets whose
+    compiled graphs, read from the subject's bucketing, are at most ``graphs`` (None: none)."""
+    for k in range(size, 0, -1):
+        ladder = _padding_best(proposals, k)
+        if ladder is None:
+            continue
+        figures = config_figures(subject, with_value(p.case, p.axis, p.value(ladder)))
+        if "skipped" not in figures and compiled_graphs(figures) <= graphs:
+            return p.value(ladder)
+    return None
 
 
 def _entry(p: Prepared, placed: dict[str, Point | None], rivals: dict[str, Point | None],
