@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from harness.analyze.comparison import Comparison
 from harness.analyze.frontier import axis_of, shown_ladder
-from harness.analyze.frontier_place import every_mix, place
+from harness.analyze.frontier_place import every_mix, place, refused
 from harness.analyze.tradeoff import KV_LADDERS
 from harness.config import is_default_env
 from harness.errors import HarnessError
@@ -58,7 +58,7 @@ def placements(base: Subject, head: Subject, comparison: Comparison, cases: list
                workloads: list[WorkloadSpec]) -> list[dict]:
     """The document's ``frontier`` entries: per representative config, the base's and the
     head's kv ladders on the head's code (or why that could not be done)."""
-    requests, refused = [], []
+    requests, unplaced = [], []
     for case in representatives(comparison, cases):
         union = every_mix(workloads, case)
         if union is None:
@@ -69,7 +69,7 @@ def placements(base: Subject, head: Subject, comparison: Comparison, cases: list
         except SubjectTimeout:
             raise
         except HarnessError as exc:
-            refused.append(_refused(case, union, exc))
+            unplaced.append(refused(case, union, "kv", exc))
             continue
         requests.append((case, union, {"base": ladder, "head": None}))
     try:
@@ -77,12 +77,5 @@ def placements(base: Subject, head: Subject, comparison: Comparison, cases: list
     except SubjectTimeout:
         raise
     except HarnessError as exc:     # the head's code failed under a proposed ladder
-        placed = [_refused(case, union, exc) for case, union, _ in requests]
-    return placed + refused
-
-
-def _refused(case: Case, union: WorkloadSpec, exc: HarnessError) -> dict:
-    key = case.key()
-    return {"params": {k: key[k] for k in ("block_size", "max_model_len", "max_num_seqs",
-                                           "overrides")},
-            "axis": "kv", "workload": union.name, "skipped": str(exc)}
+        placed = [refused(case, union, "kv", exc) for case, union, _ in requests]
+    return placed + unplaced

@@ -53,11 +53,12 @@ def place(subject: Subject, requests: list[tuple[Case, WorkloadSpec, dict]],
                     keep_errors=keep_errors)
     kept = [(p, r) for p, r in zip(ready, requests) if not isinstance(p, HarnessError)]
     placed_ok = iter(_place(subject, [p for p, _ in kept], [r for _, r in kept]))
-    return [_refused(case, spec, axis_name, p) if isinstance(p, HarnessError)
+    return [refused(case, spec, axis_name, p) if isinstance(p, HarnessError)
             else next(placed_ok) for p, (case, spec, _) in zip(ready, requests)]
 
 
-def _refused(case: Case, spec: WorkloadSpec, axis_name: str, exc: HarnessError) -> dict:
+def refused(case: Case, spec: WorkloadSpec, axis_name: str, exc: HarnessError) -> dict:
+    """The entry of a request that could not be placed, and why."""
     return {"params": _params(case), "axis": axis_name, "workload": spec.name,
             "skipped": str(exc)}
 
