@@ -34,7 +34,7 @@ from harness.measure.settings import KernelOptions
 from harness.measure.timing import Budget, measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
-from harness.subjects.reference_kernels import attend_sequence
+from harness.subjects.reference.kernels import attend_sequence
 from harness.worker import is_worker
 from harness.workloads import Workload, WorkloadSpec
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, SubjectRaised
 from harness.ladders import ceil_div
-from harness.subjects.loader import (
+from harness.subjects.load.loader import (
     BACKEND_MODULE,
     CaptureHandler,
     SourceTree,
@@ -40,7 +40,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.vllm_standins import Attention, VllmConfig
+from harness.subjects.load.vllm_standins import Attention, VllmConfig
 
 BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
@@ -851,7 +851,7 @@ class BuilderSession:
         """Build and forward one step with recorded kernels: the exact figures of that step.
 
         The page layout is seeded from the step itself (``seed`` None), so the same step always
-        gets the same inputs and its figures can be reused (:mod:`harness.subjects.memo`)."""
+        gets the same inputs and its figures can be reused (:mod:`harness.subjects.memo.figures`)."""
         if seed is None:
             seed = step_seed(step)
         from harness.model.cost import StepCost

@@ -4,7 +4,7 @@ Specs: ``spyre-inference`` (the installed package), ``path:<checkout>``, ``git:<
 The subject snapshots ``spyre_inference/**.py`` once (from the checkout, or from the revision's
 objects in the git store, never a worktree), probes what that version has, and then answers
 each ``bucketing(config, overrides)`` with a fresh load inside an isolated window
-(:mod:`harness.subjects.loader`): env overrides set only there, ``clear_env_cache()`` before the
+(:mod:`harness.subjects.load.loader`): env overrides set only there, ``clear_env_cache()`` before the
 construction, every module of the load gone afterwards.
 
 Capabilities, probed on the code (not on version numbers):
@@ -23,7 +23,7 @@ Capabilities, probed on the code (not on version numbers):
 * ``decode_kernel_a`` / ``decode_kernel_b``: a top-level function with the kernel's signature in
   ``backends/spyre_attn.py`` or ``ops/batched_decode.py`` (found by parsing, not importing);
 * ``forward``: the backend defines ``SpyreAttentionMetadataBuilder`` and ``SpyreAttentionImpl``,
-  which :mod:`harness.subjects.builder` drives per step.
+  which :mod:`harness.subjects.spyre.drive.session` drives per step.
 
 The installed package is imported normally when its full stack (vLLM) imports ("stack" mode; its
 modules then stay imported, as any import does, and only the env and the env cache are managed per
@@ -51,10 +51,8 @@ from harness.config import MIN_BATCHED_SEQS, EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError, SubjectError
 from harness.generations import Generation
 from harness.ladders import Ladder, blocks_ladder
-from harness.subjects import gitrev
 from harness.subjects.base import CAPABILITIES, Bucketing, ChunkTable, Subject
-from harness.subjects.extract import KERNEL_IMPORTS, KernelDef
-from harness.subjects.loader import (
+from harness.subjects.load.loader import (
     BACKEND_FILE,
     BACKEND_MODULE,
     BUCKETER_FILE,
@@ -70,7 +68,7 @@ from harness.subjects.loader import (
     vllm_standins,
     where,
 )
-from harness.subjects.memo import (
+from harness.subjects.memo.figures import (
     FIGURES,
     bucketing_key,
     ladders_key,
@@ -78,8 +76,10 @@ from harness.subjects.memo import (
     setup_key,
     step_key,
 )
-from harness.subjects.memo_key import source_key
-from harness.subjects.sources import module_hashes
+from harness.subjects.memo.key import source_key
+from harness.subjects.source import gitrev
+from harness.subjects.source.extract import KERNEL_IMPORTS, KernelDef
+from harness.subjects.source.sources import module_hashes
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -148,7 +148,7 @@ class SpyreInferenceSubject(Subject):
             self.capabilities = frozenset(self._probe(probed))
 
     def source(self) -> str:
-        """This commit's source key (harness.subjects.memo_key): what its figures are kept by."""
+        """This commit's source key (harness.subjects.memo.key): what its figures are kept by."""
         if self._source is None:
             self._source = source_key(self.tree)
         return self._source
@@ -326,7 +326,7 @@ class SpyreInferenceSubject(Subject):
         # the kernels it compiles at import are never called here, so nothing is compiled.
         import torch  # noqa: F401  (imported outside the window: it must stay imported)
 
-        from harness.subjects.builder import intercepted_compile
+        from harness.subjects.spyre.drive.session import intercepted_compile
 
         with isolated(env, self.tree, vllm_standins(handler)) as caught, \
                 intercepted_compile([]):
@@ -389,7 +389,7 @@ class SpyreInferenceSubject(Subject):
 
     def keep_bucketing(self, config: EngineConfig, overrides: Overrides,
                        bucketing: Bucketing) -> None:
-        """Take a bucketing computed by a worker process (:mod:`harness.subjects.prefetch`)."""
+        """Take a bucketing computed by a worker process (:mod:`harness.subjects.spyre.prefetch`)."""
         key = _bucketing_key(config, overrides)
         if not isinstance(self._memo.get(key), Bucketing):
             self._memo[key] = bucketing
@@ -420,19 +420,19 @@ class SpyreInferenceSubject(Subject):
 
     def prefetch_workloads(self, requests: list) -> int:
         """Drive the builder for every request at once, over worker processes
-        (:mod:`harness.subjects.prefetch`); a subject without a bucketer has nothing to drive."""
+        (:mod:`harness.subjects.spyre.prefetch`); a subject without a bucketer has nothing to drive."""
         if self.lacks("bucketer"):
             return 0
-        from harness.subjects.prefetch import prefetch
+        from harness.subjects.spyre.prefetch import prefetch
         return prefetch(self, self.source(), requests)
 
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Every step of every workload through this commit's own ``build()`` and one layer of
-        its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.builder`.
+        its ``forward()`` (kernels recorded, not run): see :mod:`harness.subjects.spyre.drive.session`.
 
         A step already driven through identical attention sources, config and env (in this
         process or, through the store, any earlier one) is not driven again
-        (:mod:`harness.subjects.memo`); the builder is loaded only when some step is new."""
+        (:mod:`harness.subjects.memo.figures`); the builder is loaded only when some step is new."""
         from harness.model.cost import WorkloadCost, warmup_keys
 
         bucketing = self.bucketing(config, overrides)
@@ -456,7 +456,7 @@ class SpyreInferenceSubject(Subject):
         """An open load of this commit's backend for one config (a context manager), whose
         forward the measurement drives with kernels really called (:mod:`harness.measure.forward`);
         its loading is bounded in time like every other run of subject code."""
-        from harness.subjects.builder import BuilderSession
+        from harness.subjects.spyre.drive.session import BuilderSession
 
         if "forward" not in self.capabilities:
             raise CapabilityMissing(self.lacks("forward"))
@@ -467,7 +467,7 @@ class SpyreInferenceSubject(Subject):
     def builder_ladders(self, config: EngineConfig, overrides: Overrides):
         """The batched ladders the subject's metadata builder dispatches on, read from the
         constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
-        from harness.subjects.builder import BuilderSession
+        from harness.subjects.spyre.drive.session import BuilderSession
 
         key, source = ladders_key(config, overrides), self.source()
         found = FIGURES.get(source, key)
@@ -617,7 +617,7 @@ class SpyreInferenceSubject(Subject):
     def describe(self) -> dict:
         """What was loaded and what it can do, for people and logs; ``vllm``: which vLLM its
         loads import (the stand-ins, or the real one where it imports: SPYRE_BENCH_VLLM)."""
-        from harness.subjects import vllm_real
+        from harness.subjects.load import vllm_real
 
         kernel = self._kernel_def
         return {"spec": self.spec, "identity": self.identity, "where": self.where,
@@ -820,7 +820,7 @@ class _LazySession:
 
     def _open(self):
         if self._session is None:
-            from harness.subjects.builder import BuilderSession
+            from harness.subjects.spyre.drive.session import BuilderSession
 
             self._session = self._stack.enter_context(BuilderSession(
                 self.subject.tree, self.subject.origin, self.config, self.overrides))
