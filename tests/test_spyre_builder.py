@@ -145,7 +145,7 @@ def _kernel(query, rows, pages, *, scale, num_seqs, out=None, block_size=64):
 def test_a_recorded_kernel_call_binds_as_the_signature_does(args, kwargs):
     import inspect
 
-    from harness.subjects.spyre.drive.session import KernelProxy
+    from harness.subjects.spyre.drive.kernel_proxy import KernelProxy
     expected = inspect.signature(_kernel).bind(*args, **kwargs)
     expected.apply_defaults()
     got = KernelProxy(_kernel, {}).bind(args, kwargs)
@@ -161,7 +161,7 @@ def test_a_recorded_kernel_call_binds_as_the_signature_does(args, kwargs):
 def test_a_recorded_kernel_call_the_signature_refuses_raises_its_type_error(args, kwargs):
     import inspect
 
-    from harness.subjects.spyre.drive.session import KernelProxy
+    from harness.subjects.spyre.drive.kernel_proxy import KernelProxy
     with pytest.raises(TypeError) as expected:
         inspect.signature(_kernel).bind(*args, **kwargs)
     with pytest.raises(TypeError) as got:
@@ -242,7 +242,7 @@ def test_widened_int32_indices_compile_a_kernel_once_not_once_per_call():
     import torch
     from torch._dynamo.testing import CompileCounter
 
-    from harness.subjects.spyre.drive.session import _int32_indices
+    from harness.subjects.spyre.drive.kernel_proxy import _int32_indices
 
     def kernel(out, index, src):
         return out.index_copy_(0, index, src)

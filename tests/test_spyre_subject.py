@@ -15,7 +15,7 @@ from harness.evaluate import config_figures
 from harness.matrix import Case
 from harness.subjects import resolve_subject
 from harness.subjects.load.loader import BACKEND_FILE, SourceTree, backend_standin
-from harness.subjects.spyre.subject import SubjectRejected
+from harness.subjects.spyre.bucketing import SubjectRejected
 from tests.fixtures.spyre_repo import (
     BACKEND,
     BROKEN,

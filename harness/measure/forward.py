@@ -25,7 +25,8 @@ from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
 from harness.measure.timing import Budget, TimedLayer, measure
-from harness.subjects.spyre.drive.session import KernelRaised, live_step, run_forward
+from harness.subjects.spyre.drive.errors import KernelRaised
+from harness.subjects.spyre.drive.live import live_step, run_forward
 from harness.workloads import Workload
 
 

@@ -30,7 +30,7 @@ from harness.runner.sessions import end_session
 
 #: Imported once, in the fork server: what every commit's tier needs before its own code.
 PRELOAD = ["torch", "asv.results", "asv.machine", "asv.runner", "asv_runner.discovery",
-           "harness.runner.inprocess", "harness.subjects.spyre.subject",
+           "harness.runner.inprocess", "harness.subjects.spyre.locate",
            "harness.subjects.spyre.drive.session", "harness.model.cost",
            "harness.measure.efficiency", "harness.measure.device"]
 

@@ -34,7 +34,7 @@ def locate(spec: str):
         return reference_subject(rest)
     if spec == "spyre-inference" or (sep and kind in ("path", "git")):
         # Imported here: the loader's modules are not needed for the reference subject.
-        from harness.subjects.spyre import subject as si
+        from harness.subjects.spyre import locate as si
         if spec == "spyre-inference":
             return si.locate_installed(spec)
         if not rest:
