@@ -54,11 +54,10 @@ from harness.subjects.spyre.drive.steps import (
     step_seed,
     step_text,
 )
-from harness.subjects.spyre.drive.transfers import Transfer, TransferLog
+from harness.subjects.spyre.drive.transfers import Transfer, TransferLog, wrap_convert
 
 BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
-CONVERT_MODULE = "spyre_inference.custom_ops.utils"
 #: The one attention layer a session drives (its name in the engine's forward context).
 LAYER_NAME = "model.layers.0.self_attn.attn"
 
@@ -130,7 +129,7 @@ class BuilderSession:
                    if not isinstance(c, type)]
         if missing:
             raise NotDrivable(f"{self.origin}: {rel} has no {' or '.join(missing)}")
-        self._wrap_convert()
+        self.transfers = wrap_convert(self.origin, self.tree)
         vllm_config_mod = sys.modules["vllm.config"]
         c = self.config
         # the engine's config and layer are the harness's own (it plays the engine): vLLM's
@@ -166,26 +165,6 @@ class BuilderSession:
                               f"{c.label()} failed: {type(exc).__name__}: {exc}"
                               f"{where(exc, self.tree)}") from None
         self.cache = KvCache(c, self.backend, self.layer, self.origin)
-
-    def _wrap_convert(self) -> None:
-        utils = sys.modules.get(CONVERT_MODULE)
-        convert = getattr(utils, "convert", None)
-        if convert is None:
-            raise NotDrivable(f"{self.origin}: no {CONVERT_MODULE}.convert, the transfer function "
-                              "spyre-bench counts host-to-device copies with")
-        register = getattr(utils, "register", None)
-        if callable(register):
-            # what the platform does at start-up: the op convert routes through
-            # (torch.ops.vllm.spyre_convert), registered into this load's stand-in library
-            try:
-                register()
-            except Exception as exc:
-                raise NotDrivable(f"{self.origin}: {CONVERT_MODULE}.register() raised "
-                                  f"{type(exc).__name__}: {exc}{where(exc, self.tree)}") from None
-        self.transfers = TransferLog(convert)
-        for name, mod in list(sys.modules.items()):
-            if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
-                mod.convert = self.transfers
 
     # -- what the builder owns -----------------------------------------------------------------
 

@@ -1,9 +1,15 @@
-"""Host-to-device transfers: every call of the commit's ``convert``, named and counted."""
+"""Host-to-device transfers: every call of the commit's ``convert`` (wrapped by
+:func:`wrap_convert`), named and counted."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+from harness.subjects.load.loader import SourceTree, where
+from harness.subjects.spyre.drive.errors import NotDrivable
+
+CONVERT_MODULE = "spyre_inference.custom_ops.utils"
 
 
 @dataclass(frozen=True)
@@ -115,3 +121,26 @@ class TransferLog:
         for attr, value in vars(metadata).items():
             visit(value, attr.removesuffix("_cpu"))
 
+
+def wrap_convert(origin: str, tree: SourceTree) -> TransferLog:
+    """The loaded commit's ``convert`` wrapped in a TransferLog, everywhere its modules hold it
+    (after the platform's ``register()`` where it has one): NotDrivable if it has none."""
+    utils = sys.modules.get(CONVERT_MODULE)
+    convert = getattr(utils, "convert", None)
+    if convert is None:
+        raise NotDrivable(f"{origin}: no {CONVERT_MODULE}.convert, the transfer function "
+                          "spyre-bench counts host-to-device copies with")
+    register = getattr(utils, "register", None)
+    if callable(register):
+        # what the platform does at start-up: the op convert routes through
+        # (torch.ops.vllm.spyre_convert), registered into this load's stand-in library
+        try:
+            register()
+        except Exception as exc:
+            raise NotDrivable(f"{origin}: {CONVERT_MODULE}.register() raised "
+                              f"{type(exc).__name__}: {exc}{where(exc, tree)}") from None
+    transfers = TransferLog(convert)
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
+            mod.convert = transfers
+    return transfers
