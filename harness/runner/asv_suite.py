@@ -28,7 +28,7 @@ from harness.runner.machine import ensure_machine
 from harness.runner.sessions import end_session
 from harness.store.lock import results_lock
 from harness.store.names import checked_name
-from harness.subjects import gitrev
+from harness.subjects.source import gitrev
 
 #: Benchmark groups, each its own ``asv run`` (name regex, label).
 #: The exact tier is computed in this process (harness.runner.inprocess), ``None`` as its regex

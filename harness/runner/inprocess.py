@@ -138,7 +138,7 @@ def _values(benchmarks: list, picks: dict[str, list[int] | None]) -> dict[str, t
 
 def commit_date_ms(repo: Path, commit: str) -> int:
     """The commit's date as ASV stores it (author time, JS milliseconds; asv.plugins.git)."""
-    from harness.subjects.gitrev import output
+    from harness.subjects.source.gitrev import output
     return int(output(repo, "rev-list", "-n", "1", "--format=%at", commit).split()[-1]) * 1000
 
 

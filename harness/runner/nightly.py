@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.runner.asv_suite import Options, results_file
 from harness.store.history import is_complete, load_identity
-from harness.subjects import gitrev
+from harness.subjects.source import gitrev
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class Identity:
     #: .., "overrides": ..}, "ladders": {axis: [..]} or {"skipped": reason}}`` per config, or one
     #: ``{"skipped": reason}`` when the subject could not be loaded at all.
     ladders: list = field(default_factory=list)
-    #: Content hash of each attention-path module the subject runs (harness.subjects.sources):
+    #: Content hash of each attention-path module the subject runs (harness.subjects.source.sources):
     #: which part's code changed between two stored commits. None: not known (the reference).
     sources: dict | None = None
 
