@@ -261,7 +261,7 @@ class Runner:
 
     def run_job(self, workflow: Path, job_id: str, github: dict, *, run_id: str,
                 env_overrides: dict | None = None, needs: dict | None = None,
-                vars: dict | None = None) -> dict:
+                vars: dict | None = None, inputs: dict | None = None) -> dict:
         """Run one job; returns {"result": success|failure|skipped, "steps": {id: outputs},
         "workspace": Path, "outputs": job outputs}."""
         wf = yaml.safe_load(workflow.read_text())
@@ -273,7 +273,7 @@ class Runner:
         temp.mkdir()
         contexts = {"github": github, "runner": {"temp": str(temp), "os": "Linux"},
                     "env": {}, "steps": {}, "needs": needs or {}, "vars": vars or {},
-                    "matrix": {}, "inputs": {}}
+                    "matrix": {}, "inputs": inputs or {}}
         status = {"ok": True}
         wf_env = {k: interpolate(v, contexts) for k, v in (wf.get("env") or {}).items()}
         wf_env.update(env_overrides or {})

@@ -300,3 +300,22 @@ def test_the_workflows_merge_job_hands_nothing_over_on_a_conflict(shards, tmp_pa
     assert ("1", "merged-results") not in runner.artifacts
     wf = yaml.safe_load(NIGHTLY.read_text())
     assert "needs.merge.outputs.merged == 'true'" in wf["jobs"]["record"]["if"]
+
+
+@pytest.mark.parametrize("inputs,expected", [
+    ({}, {"shards": "[1]", "count": "1", "max-new": "20", "backfill": "5", "backfill-step": "4"}),
+    ({"shards": 3, "max-new": 0, "backfill": 1800, "backfill-step": 1},
+     {"shards": "[1,2,3]", "count": "3", "max-new": "0", "backfill": "1800", "backfill-step": "1"}),
+    ({"shards": 257}, None), ({"shards": 0}, None), ({"backfill-step": 0}, None),
+    ({"backfill": "5; echo"}, None)])
+def test_the_workflows_plan_job_lists_the_shards_from_the_inputs(tmp_path, inputs, expected):
+    """A scheduled run (no inputs) takes the defaults; a 0 asked for stays 0; a bad input stops
+    the run before any runner starts."""
+    runner = Runner(tmp_path / "actions", {})
+    done = runner.run_job(NIGHTLY, "plan", {"repository": "torch-spyre/spyre-bench"}, run_id="1",
+                          vars={"SPYRE_BENCH_NIGHTLY": "true"}, inputs=inputs)
+    if expected is None:
+        assert done["result"] == "failure", runner.transcript()
+    else:
+        assert done["result"] == "success" and done["outputs"] == expected, runner.transcript()
+        assert json.loads(done["outputs"]["shards"]) == list(range(1, int(expected["count"]) + 1))
