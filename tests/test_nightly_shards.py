@@ -201,6 +201,22 @@ def test_a_conflict_names_the_file_and_writes_nothing(shards, tmp_path):
     assert sorted(p.name for p in merged.iterdir()) == [MACHINE]
 
 
+def test_each_machines_shards_go_to_its_own_folder(shards, tmp_path):
+    """The fleet's shards merged at once (as the workflow's merge job does): each folder goes to
+    the machine its machine.json names."""
+    _, root, runs = shards
+    other = _copy(runs["s2"][0], tmp_path / "other")
+    _edit(other / "machine.json", lambda d: d.__setitem__("machine", "m1"))
+    for path in other.glob(f"*-{ENV}.json"):
+        _edit(path, lambda d: d["params"].__setitem__("machine", "m1"))
+    merged = tmp_path / "merged"
+    done = cli("merge", "--results-dir", str(merged), str(runs["s1"][0]), str(other),
+               home=root / "home")
+    assert sorted(p.name for p in merged.iterdir() if not p.name.startswith(".")) == ["m0", "m1"]
+    assert files(merged / "m0") == files(runs["s1"][0]) and files(merged / "m1") == files(other)
+    assert "m0: " in done.stdout and "m1: " in done.stdout
+
+
 def _plant(kind: str, folder: Path) -> str:
     """Spoil a copy of a shard's folder one way; returns what the error must name."""
     results = sorted(n for n in os.listdir(folder) if n.endswith(f"-{ENV}.json"))[0]
