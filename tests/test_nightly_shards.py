@@ -107,7 +107,7 @@ WANTED = "expected i/n with 1 <= i <= n <= 256"
     ("1/2/3", WANTED), ("-1/2", WANTED), ("1/257", "at most 256 shards"), ("", WANTED)])
 def test_a_bad_shard_is_one_line_and_exit_2_with_nothing_stored(spyre_repo, tmp_path, text, why):
     stored = tmp_path / "stored"
-    proc = cli("nightly", "--repo", str(spyre_repo.path), "--shard", text, "--results-dir",
+    proc = cli("nightly", "--repo", str(spyre_repo.path), f"--shard={text}", "--results-dir",
                str(stored), "--dry-run", home=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("spyre-bench nightly: error: argument --shard: " + why)
