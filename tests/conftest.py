@@ -20,7 +20,7 @@ def pytest_xdist_auto_num_workers(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def figure_store(tmp_path_factory):
-    """The persistent figure memo (harness.subjects.memo_store) of this session: a folder of its
+    """The persistent figure memo (harness.subjects.memo.store) of this session: a folder of its
     own, never the user's cache, so no test reads figures an earlier run of the suite wrote."""
     with pytest.MonkeyPatch.context() as mp:
         folder = tmp_path_factory.mktemp("figure-memo")

@@ -237,7 +237,7 @@ def test_the_catalogue_is_large_and_its_ids_unique():
 
 def test_a_revision_alone_form_names_its_commit(work):
     """``X^!`` (ASV's "X alone") resolves to X wherever revisions are."""
-    from harness.subjects import gitrev
+    from harness.subjects.source import gitrev
     repo = work["git"]
     assert gitrev.resolve("t", repo, "HEAD^!") == gitrev.resolve("t", repo, "HEAD")
     assert gitrev.current_branch(repo) == "trunk"

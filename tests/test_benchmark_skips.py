@@ -8,7 +8,7 @@ import math
 import pytest
 
 from harness import suite
-from harness.subjects.builder import NotDrivable
+from harness.subjects.spyre.drive.errors import NotDrivable
 
 
 class _Undrivable:

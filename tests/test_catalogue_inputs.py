@@ -292,7 +292,7 @@ def test_runner_git_calls_refuse_option_like_revisions(work, tmp_path):
     from harness.errors import HarnessError
     from harness.runner.nightly import first_parent_history
     from harness.runner.targets import commit_targets
-    from harness.subjects import gitrev
+    from harness.subjects.source import gitrev
     repo, f = work["git"], tmp_path / "F"
     with pytest.raises(HarnessError, match="begins with '-'"):
         first_parent_history(repo, f"--output={f}")

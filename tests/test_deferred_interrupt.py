@@ -12,6 +12,15 @@ import pytest
 from harness.interrupts import Deferred
 
 
+@pytest.fixture(autouse=True)
+def _sigint_handled():
+    """A suite started in the background (``nohup``, ``cmd &``) inherits SIGINT ignored, which
+    Deferred rightly leaves alone; these tests are about a process that handles it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_self() -> None:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.05)   # the handler runs in the main thread at its next check

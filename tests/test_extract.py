@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.subjects.extract import KERNEL_IMPORTS, ModuleSource, NotSelfContained
+from harness.subjects.source.extract import KERNEL_IMPORTS, ModuleSource, NotSelfContained
 
 SOURCE = '''\
 from __future__ import annotations

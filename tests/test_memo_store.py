@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.subjects import closure, memo_codec
-from harness.subjects.memo_store import Store
+from harness.subjects.memo import codec
+from harness.subjects.memo.store import Store
+from harness.subjects.source import closure
 from tests.fixtures.spyre_repo import BACKEND, BUCKETER, ENVS, OPS_KERNEL
 
 CUSTOM_OPS = "spyre_inference/custom_ops/utils.py"
@@ -189,7 +190,7 @@ def test_a_harness_change_is_a_new_key(tmp_path):
 
     src = Path(harness.__file__).parent
     shutil.copytree(src, tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
-    code = "from harness.subjects.memo_key import harness_fingerprint; print(harness_fingerprint())"
+    code = "from harness.subjects.memo.key import harness_fingerprint; print(harness_fingerprint())"
 
     def fingerprint() -> str:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -198,7 +199,7 @@ def test_a_harness_change_is_a_new_key(tmp_path):
 
     before = fingerprint()
     assert before == fingerprint()
-    with open(tmp_path / "harness" / "subjects" / "builder.py", "a") as f:
+    with open(tmp_path / "harness" / "config.py", "a") as f:   # outside subjects/ too
         f.write("\n")
     assert fingerprint() != before
 
@@ -275,8 +276,8 @@ def test_a_module_that_does_not_parse_makes_the_whole_tree_count():
 
 
 def test_env_named_by_a_closure_module_is_in_the_key(monkeypatch):
-    from harness.subjects.loader import SourceTree
-    from harness.subjects.memo_key import source_key
+    from harness.subjects.load.loader import SourceTree
+    from harness.subjects.memo.key import source_key
 
     tree = SourceTree(BASE_TREE, "test")
     monkeypatch.delenv("ODD_NAME", raising=False)
@@ -294,13 +295,13 @@ def test_env_named_by_a_closure_module_is_in_the_key(monkeypatch):
 # -- the files ----------------------------------------------------------------------------------
 
 def test_a_class_not_on_the_list_is_never_built():
-    with pytest.raises(memo_codec.Undecodable):
-        memo_codec.loads('{"class": "Popen", "items": ["true"]}')
-    with pytest.raises(memo_codec.Undecodable):
-        memo_codec.loads('{"class": "StepCost", "items": [1], "also": 2}')
-    assert memo_codec.exact({1, 2}) is None                       # no encoding: not stored
+    with pytest.raises(codec.Undecodable):
+        codec.loads('{"class": "Popen", "items": ["true"]}')
+    with pytest.raises(codec.Undecodable):
+        codec.loads('{"class": "StepCost", "items": [1], "also": 2}')
+    assert codec.exact({1, 2}) is None                       # no encoding: not stored
     value = ((1, 2), [3, {"a": (True, None, 1.5)}, {(1, 2): "k"}], "x")
-    back = memo_codec.loads(json.dumps(memo_codec.exact(value)))
+    back = codec.loads(json.dumps(codec.exact(value)))
     assert back == value and repr(back) == repr(value)
 
 
@@ -315,9 +316,9 @@ def test_step_figures_read_back_exactly(spyre_repo):
     (cost,) = subject.workload_costs(config, Overrides.from_env({"SPYRE_BATCHED_DECODE": "1"}),
                                      [specs(steps=3)[0].build(config)])
     for step in cost.steps:
-        data = memo_codec.exact(step)
+        data = codec.exact(step)
         assert data is not None
-        back = memo_codec.loads(json.dumps(data))
+        back = codec.loads(json.dumps(data))
         assert back == step and repr(back) == repr(step)
 
 
@@ -338,7 +339,7 @@ def test_the_folder_stays_within_its_limit_least_recently_used_dropped_first(tmp
 WRITER = """
 import sys
 from pathlib import Path
-from harness.subjects.memo_store import Store
+from harness.subjects.memo.store import Store
 store = Store(Path(sys.argv[1]), 1 << 30)
 for i in range(40):
     store.save("src", "shared", {f"{sys.argv[2]}-{i}": list(range(200))})

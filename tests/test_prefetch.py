@@ -13,8 +13,8 @@ from harness.config import EngineConfig, Overrides
 from harness.errors import ConfigError
 from harness.matrix import Case
 from harness.subjects import resolve_subject
-from harness.subjects.memo import FIGURES
-from harness.subjects.prefetch import JOBS_ENV, jobs
+from harness.subjects.memo.figures import FIGURES
+from harness.subjects.spyre.prefetch import JOBS_ENV, jobs
 from harness.workloads import specs
 
 CASES = [Case(EngineConfig(block_size=bs, max_model_len=mml), Overrides.from_env(env), "t")

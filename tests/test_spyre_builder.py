@@ -145,7 +145,7 @@ def _kernel(query, rows, pages, *, scale, num_seqs, out=None, block_size=64):
 def test_a_recorded_kernel_call_binds_as_the_signature_does(args, kwargs):
     import inspect
 
-    from harness.subjects.builder import KernelProxy
+    from harness.subjects.spyre.drive.kernel_proxy import KernelProxy
     expected = inspect.signature(_kernel).bind(*args, **kwargs)
     expected.apply_defaults()
     got = KernelProxy(_kernel, {}).bind(args, kwargs)
@@ -161,7 +161,7 @@ def test_a_recorded_kernel_call_binds_as_the_signature_does(args, kwargs):
 def test_a_recorded_kernel_call_the_signature_refuses_raises_its_type_error(args, kwargs):
     import inspect
 
-    from harness.subjects.builder import KernelProxy
+    from harness.subjects.spyre.drive.kernel_proxy import KernelProxy
     with pytest.raises(TypeError) as expected:
         inspect.signature(_kernel).bind(*args, **kwargs)
     with pytest.raises(TypeError) as got:
@@ -175,7 +175,7 @@ def test_a_closed_builder_session_leaves_nothing_of_the_commit_alive(spyre_repo)
     import gc
     import weakref
 
-    from harness.subjects.builder import BuilderSession
+    from harness.subjects.spyre.drive.session import BuilderSession
     subject = resolve_subject(spyre_repo.spec("gen3"))
     with BuilderSession(subject.tree, subject.origin, CASE.config, CASE.overrides) as session:
         session.record_step(tuple(Seq(150) for _ in range(4)))
@@ -192,7 +192,7 @@ def test_a_closed_builder_session_leaves_nothing_of_the_commit_alive(spyre_repo)
 
 def _costs_in_order(spyre_repo, steps):
     """A fresh load of the newest-style fixture commit driving ``steps`` in the given order."""
-    from harness.subjects.memo import FIGURES
+    from harness.subjects.memo.figures import FIGURES
 
     FIGURES.clear()
     subject = resolve_subject(spyre_repo.spec("gen4"))
@@ -242,7 +242,7 @@ def test_widened_int32_indices_compile_a_kernel_once_not_once_per_call():
     import torch
     from torch._dynamo.testing import CompileCounter
 
-    from harness.subjects.builder import _int32_indices
+    from harness.subjects.spyre.drive.kernel_proxy import _int32_indices
 
     def kernel(out, index, src):
         return out.index_copy_(0, index, src)

@@ -14,8 +14,8 @@ from harness.errors import CapabilityMissing, SubjectError
 from harness.evaluate import config_figures
 from harness.matrix import Case
 from harness.subjects import resolve_subject
-from harness.subjects.loader import BACKEND_FILE, SourceTree, backend_standin
-from harness.subjects.spyre_inference import SubjectRejected
+from harness.subjects.load.loader import BACKEND_FILE, SourceTree, backend_standin
+from harness.subjects.spyre.bucketing import SubjectRejected
 from tests.fixtures.spyre_repo import (
     BACKEND,
     BROKEN,

@@ -1,4 +1,4 @@
-"""Which vLLM a subject's loads import (harness/subjects/vllm_real.py, ``SPYRE_BENCH_VLLM``): where
+"""Which vLLM a subject's loads import (harness/subjects/load/vllm_real.py, ``SPYRE_BENCH_VLLM``): where
 ``import vllm`` fails, ``auto`` takes the stand-ins and says why, ``real`` is an error. Run in
 fresh interpreters with vLLM made unimportable, so this holds in a venv that has vLLM too."""
 
@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from harness.subjects.vllm_standins import VLLM_VERSION
+from harness.subjects.load.vllm_standins import VLLM_VERSION
 
 #: A fresh interpreter where ``import vllm`` fails, reporting the choice and the loader's table.
 PROBE = """
 import json, logging, sys
 sys.modules["vllm"] = None   # import vllm: ModuleNotFoundError, as where it is not installed
 from harness.errors import SubjectError
-from harness.subjects import loader, vllm_real
+from harness.subjects.load import loader, vllm_real
 try:
     choice = vllm_real.choice()
 except SubjectError as exc:
@@ -67,7 +67,8 @@ def test_an_unknown_value_is_an_error_naming_the_choices():
 
 
 def test_describe_names_the_vllm_a_commit_was_loaded_with(spyre_repo, monkeypatch):
-    from harness.subjects import resolve_subject, vllm_real
+    from harness.subjects import resolve_subject
+    from harness.subjects.load import vllm_real
 
     monkeypatch.setenv("SPYRE_BENCH_VLLM", "standins")
     described = resolve_subject(spyre_repo.spec("gen4")).describe()

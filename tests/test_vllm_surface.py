@@ -1,4 +1,4 @@
-"""The vLLM surface spyre-inference's attention path imports (harness/subjects/vllm_surface.tsv),
+"""The vLLM surface spyre-inference's attention path imports (harness/subjects/load/vllm_surface.tsv),
 covered name by name by the stand-ins; and the fixtures import only names from that surface, so a
 fixture never leans on a stand-in the real files do not need."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.subjects import torch_spyre_standins
-from harness.subjects.vllm_standins import close_modules, modules
+from harness.subjects.load import torch_spyre_standins
+from harness.subjects.load.vllm_standins import close_modules, modules
 from tests.fixtures.spyre_repo import GENERATIONS
 from tests.fixtures.spyre_sources import generation_files, head_major_files
 
-SURFACE = Path(__file__).parents[1] / "harness" / "subjects" / "vllm_surface.tsv"
+SURFACE = Path(__file__).parents[1] / "harness" / "subjects" / "load" / "vllm_surface.tsv"
 
 
 def surface() -> list[tuple[str, str, str]]:

@@ -65,7 +65,7 @@ class Side:
     device: str | None = None
     env_name: str | None = None
     harness: str | None = None
-    #: Content hash of each attention-path module (harness.subjects.sources), where known.
+    #: Content hash of each attention-path module (harness.subjects.source.sources), where known.
     sources: dict[str, str] | None = None
 
 

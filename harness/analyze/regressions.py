@@ -24,7 +24,7 @@ def detect_regressions(results_dir: Path, repo: Path | None, branch: str | None,
         frame = frame[frame["machine"] == machine]
     order = None
     if repo:
-        from harness.subjects.gitrev import current_branch
+        from harness.subjects.source.gitrev import current_branch
         branch = branch or current_branch(repo)
         order = first_parent_history(repo, branch)
         _warn_off_branch(set(frame["commit"]), set(order), repo, branch, warn)

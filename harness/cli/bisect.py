@@ -58,7 +58,7 @@ def run(args) -> int:
     from harness.runner.progress import LineProgress
     from harness.store.lock import results_lock
     from harness.store.names import checked_name
-    from harness.subjects import gitrev
+    from harness.subjects.source import gitrev
     checked_name("--machine", args.machine)
     params = _params(args.param)
     names = _param_names(args.results_dir, args.benchmark, args.machine)

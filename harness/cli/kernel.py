@@ -164,7 +164,7 @@ def run(args) -> int:
     _validate(args)
     from harness.measure.kernel_run import counting_pool
     from harness.subjects import is_embedded
-    from harness.subjects.prefetch import jobs
+    from harness.subjects.spyre.prefetch import jobs
 
     cases = options.cases(args)
     specs = options.workloads(args, kernel=True)

@@ -40,7 +40,7 @@ def run(args) -> int:
     from harness.cli.common import warn
     from harness.report.site import Commit, build
     from harness.runner.asv_publish import publish_asv_site
-    from harness.subjects import gitrev
+    from harness.subjects.source import gitrev
     if args.asv and not args.repo:
         from harness.errors import ConfigError
         raise ConfigError("--asv needs --repo (asv publish reads the repository)")

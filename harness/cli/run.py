@@ -175,7 +175,7 @@ def _interrupted(reports, targets, results_dir: Path, smoke: bool, then: str = "
 def _warn_off_branch(repo: Path, branch: str | None, targets) -> None:
     """Say so when none of the commits measured is on the branch ASV follows."""
     from harness.runner.asv_suite import current_branch
-    from harness.subjects import gitrev
+    from harness.subjects.source import gitrev
     branch = branch or current_branch(repo)
     if gitrev.git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{branch}^{{commit}}",
                   check=False).returncode:

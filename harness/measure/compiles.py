@@ -44,7 +44,7 @@ from harness.measure.oracle import check_call
 from harness.model.cost import workload_cost
 from harness.model.dispatch import CompileKey
 from harness.subjects.base import Bucketing
-from harness.subjects.reference_kernels import attend_sequence
+from harness.subjects.reference.kernels import attend_sequence
 from harness.workloads import Workload
 
 #: Backends cheap enough for counting in CI; anything else is the real compiler.

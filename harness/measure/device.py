@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from harness.errors import HarnessError
-from harness.measure.settings import DEVICE_CHOICES as CHOICES
+
+#: ``--device`` kinds (``cuda:N`` names one GPU); ``auto`` picks spyre, else cuda, else cpu.
+CHOICES = ("auto", "spyre", "cuda", "cpu")
 
 
 class DeviceError(HarnessError):

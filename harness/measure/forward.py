@@ -24,8 +24,16 @@ import torch._dynamo
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
+from harness.measure.shape_timing import (
+    budget_record,
+    sampling,
+    shape_label,
+    shape_of,
+    workload_timing,
+)
 from harness.measure.timing import Budget, TimedLayer, measure
-from harness.subjects.builder import KernelRaised, live_step, run_forward
+from harness.subjects.spyre.drive.errors import KernelRaised
+from harness.subjects.spyre.drive.live import live_step, run_forward
 from harness.workloads import Workload
 
 
@@ -52,8 +60,6 @@ def check_output(live, output, scale: float, dtype) -> float:
 
 
 def _shapes(costs) -> dict[tuple, list[int]]:
-    from harness.measure.kernel_figures import shape_of
-
     shapes: dict[tuple, list[int]] = {}
     for i, step in enumerate(costs.steps):
         shapes.setdefault(shape_of(step.keys), []).append(i)
@@ -125,8 +131,6 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
 def time_forward(session, workload: Workload, costs, options, progress) -> dict:
     """Each step shape (most frequent first, up to ``max_shapes``): one representative step
     checked, then timed."""
-    from harness.measure.kernel_figures import _label, budget_record, sampling, workload_timing
-
     c = session.config
     dtype = getattr(torch, c.dtype)
     scale = c.head_size ** -0.5
@@ -142,7 +146,7 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
             break
         first = shapes[shape][0]
         step, cost = workload.steps[first], costs.steps[first]
-        progress(f"{workload.name}: {_label(shape)} (forward)")
+        progress(f"{workload.name}: {shape_label(shape)} (forward)")
         live = live_step(session, step, options.device.torch_device, options.seed + first)
         errors = []
         samples = measure(options.device, lambda: run_forward(session, live),
@@ -156,7 +160,7 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
         per_step = s.median * c.num_layers
         kv = 2 * cost.padded_kv_slots * c.num_kv_heads * c.head_size * c.dtype_bytes
         rows.append({
-            "shape": _label(shape), "path": cost.dispatch.path, "through": "forward",
+            "shape": shape_label(shape), "path": cost.dispatch.path, "through": "forward",
             "keys": [str(k) for k in cost.keys], "steps": len(shapes[shape]),
             "step_index": first, "launches": cost.launches_per_layer,
             "iterations_per_layer": cost.iterations_per_layer, "decode_tokens": tokens,

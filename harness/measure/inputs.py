@@ -135,7 +135,7 @@ class BatchedCall:
         return len(self.seq_lens)
 
     def args(self) -> tuple:
-        """Positional arguments in the kernel convention (see harness.subjects.reference_kernels)."""
+        """Positional arguments in the kernel convention (see harness.subjects.reference.kernels)."""
         c, w = self.workspace.config, self.workspace
         loop = ((self.b_blocks,) if self.generation == Generation.A
                 else (self.blocks_per_chunk, self.num_chunks))

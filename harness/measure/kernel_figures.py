@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import traceback
-from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -31,10 +30,17 @@ from harness.measure.efficiency import row_efficiency
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import KernelMismatch, check_step
 from harness.measure.settings import KernelOptions
+from harness.measure.shape_timing import (
+    budget_record,
+    sampling,
+    shape_label,
+    shape_of,
+    workload_timing,
+)
 from harness.measure.timing import Budget, measure
 from harness.model.cost import step_cost
 from harness.subjects.base import Bucketing, Subject
-from harness.subjects.reference_kernels import attend_sequence
+from harness.subjects.reference.kernels import attend_sequence
 from harness.worker import is_worker
 from harness.workloads import Workload, WorkloadSpec
 
@@ -48,12 +54,6 @@ def _no_progress(_: str) -> None:
     pass
 
 
-def shape_of(keys) -> tuple:
-    """A step's shape: its batched key and its per-sequence keys (order-free)."""
-    batched = next((k for k in keys if k.kernel != "attn"), None)
-    return batched, tuple(sorted(k for k in keys if k.kernel == "attn"))
-
-
 def workload_shapes(bucketing: Bucketing, config: EngineConfig,
                     workload: Workload) -> dict[tuple, list[int]]:
     """Step indices per shape (the model's keys), most frequent shape first."""
@@ -61,14 +61,6 @@ def workload_shapes(bucketing: Bucketing, config: EngineConfig,
     for i, step in enumerate(workload.steps):
         shapes.setdefault(shape_of(step_cost(bucketing, config, step).keys), []).append(i)
     return dict(sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[1][0])))
-
-
-def _label(shape: tuple) -> str:
-    batched, seqs = shape
-    parts = [str(batched)] if batched else []
-    for key, n in sorted(Counter(seqs).items()):
-        parts.append(f"{n}x{key}" if n > 1 else str(key))
-    return " + ".join(parts)
 
 
 def _path(calls: StepCalls, forced: bool = False) -> str:
@@ -125,11 +117,6 @@ def _time_shape(calls: StepCalls, batched_fn, sequence_fn, config: EngineConfig,
     }
 
 
-def sampling(samples) -> dict:
-    """How many samples a row asked for and why it has the ones it has (a time budget)."""
-    return {"samples_asked": samples.repeat, "sampling_stopped": samples.stopped}
-
-
 def row_validity(samples, options: KernelOptions) -> dict:
     """What a timing row must say for a reader to trust it, and the rules it broke (if any)."""
     invalid = []
@@ -163,8 +150,8 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                 break
             first = shapes[shape][0]
             calls = ws.step(bucketing, workload.steps[first], seed=options.seed + first)
-            progress(f"{workload.name}: {_label(shape)}")
-            row = {"shape": _label(shape), "path": _path(calls),
+            progress(f"{workload.name}: {shape_label(shape)}")
+            row = {"shape": shape_label(shape), "path": _path(calls),
                    "keys": [str(k) for k in calls.keys], "steps": len(shapes[shape]),
                    "step_index": first, **_time_shape(calls, batched_fn, sequence_fn, config,
                                                       options, budget)}
@@ -173,40 +160,17 @@ def _time_workload(subject_kernel, bucketing: Bucketing, config: EngineConfig,
                 times[shape] = row["us_per_layer"]
             if options.per_sequence and calls.batched:
                 alone = ws.step(unbatched, workload.steps[first], seed=options.seed + first)
-                label = _label(shape_of(alone.keys))
+                label = shape_label(shape_of(alone.keys))
                 progress(f"{workload.name}: per-sequence {label}")
                 rows.append({"shape": label, "path": _path(alone, True),
                              "keys": [str(k) for k in alone.keys], "steps": len(shapes[shape]),
-                             "step_index": first, "compared_to": _label(shape),
+                             "step_index": first, "compared_to": shape_label(shape),
                              **_time_shape(alone, batched_fn, sequence_fn, config, options,
                                            budget)})
     if compiled:
         torch._dynamo.reset()
     return {**workload_timing(rows, workload, shapes, timed_shapes, times, config.num_layers),
             **budget_record(options, left_out)}
-
-
-def budget_record(options: KernelOptions, left_out: int) -> dict:
-    """The workload's time budget and the step shapes it left untimed (--max-shapes' are not
-    counted here: timed_shapes and distinct_shapes say those)."""
-    return {"time_budget_s": options.time_budget_s, "shapes_left_by_budget": left_out}
-
-
-def workload_timing(rows: list[dict], workload, shapes: dict, timed: list, times: dict,
-                    num_layers: int) -> dict:
-    """A workload's timing from its timed shapes, each weighted by the steps that land on it."""
-    timed = [sh for sh in timed if sh in times]
-    covered = [i for sh in timed for i in shapes[sh]]
-    tokens = sum(1 for i in covered for s in workload.steps[i] if s.is_decode)
-    layer_us = sum(times[sh] * len(shapes[sh]) for sh in timed)
-    return {
-        "shapes": rows, "distinct_shapes": len(shapes), "timed_shapes": len(timed),
-        "steps": len(workload.steps), "steps_timed": len(covered), "decode_tokens": tokens,
-        # per decode token and layer, like a shape's us_per_token; tokens/s over whole steps
-        "workload_us_per_token": layer_us / tokens if tokens else None,
-        "workload_tokens_per_s": (tokens / (layer_us * num_layers * 1e-6)
-                                  if tokens and layer_us else None),
-    }
 
 
 #: The last timing workspace: (its key, the workspace).

@@ -17,7 +17,7 @@ from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import check_step
 from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
-from harness.subjects.reference_kernels import attend_sequence
+from harness.subjects.reference.kernels import attend_sequence
 from harness.worker import is_worker
 from harness.workloads import parse_step
 

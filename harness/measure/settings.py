@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the Device class imports torch
     from harness.measure.device import Device
 
-#: ``--device`` kinds (``cuda:N`` names one GPU); ``auto`` picks spyre, else cuda, else cpu.
-DEVICE_CHOICES = ("auto", "spyre", "cuda", "cpu")
 #: A relative spread (IQR / median) above this marks a result unstable.
 UNSTABLE_SPREAD = 0.10
 #: Refuse workspaces above this many bytes of K/V cache unless told otherwise.

@@ -27,7 +27,7 @@ from harness.analyze.tradeoff import (
 from harness.config import BATCHED_DECODE, is_default_env
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
-from harness.subjects.sources import PART_ORDER, changed_parts, short_path
+from harness.subjects.source.sources import PART_ORDER, changed_parts, short_path
 
 #: Which ladder axis explains a cost change best, first.
 AXIS_ORDER = ("batched_num_blocks", "kv", "num_blocks", "query", "batched_num_seqs", "num_seqs")
@@ -36,7 +36,7 @@ AXIS_LABEL = {"batched_num_blocks": "batched num_blocks", "batched_num_seqs": "b
 #: The cost figures reported with a finding, in this order.
 EFFECTS = ("iterations_per_layer_mean", "padded_slots_per_real_token", "h2d_bytes_per_step",
            "mask_bytes_per_step", "distinct_compile_keys")
-#: The parts of the attention path (harness.subjects.sources) in words.
+#: The parts of the attention path (harness.subjects.source.sources) in words.
 PART_LABEL = {"bucketer": "bucketer", "builder": "builder", "kernel": "kernels",
               "env": "env parsing", "other": "other modules"}
 #: Per deployment config: compiled graphs the batched ladder implies.
@@ -402,7 +402,7 @@ def _unchanged_default(doc: dict) -> Finding | None:
 # -- the head's own failures -------------------------------------------------------------------
 
 # "<subject> (commit c): subject raised X in Where() on step S | Q: message (file.py:12: source)"
-# (harness.subjects.builder): one cause whatever the step, config or workload it met.
+# (harness.subjects.spyre.drive.session): one cause whatever the step, config or workload it met.
 _RAISED = re.compile(r"subject raised (?P<exc>[\w.]+) in (?P<where>.+?)(?: on step [^:]*)?: "
                      r"(?P<rest>.*)$", re.S)
 _AT = re.compile(r"\((?P<loc>[^()\s]+\.py:\d+)(?::[^()]*|\([^()]*\))*\)$")

@@ -55,7 +55,7 @@ _SIDE = {"type": "object", "additionalProperties": False,
                         "commit": {"type": ["string", "null"], "pattern": r"[0-9a-f]{40}"},
                         **{k: {"type": ["string", "null"], "maxLength": _LONG}
                            for k in ("machine", "device", "env_name", "harness")},
-                        # module path -> content hash (harness.subjects.sources)
+                        # module path -> content hash (harness.subjects.source.sources)
                         "sources": {"type": ["object", "null"], "maxProperties": 1024,
                                     "propertyNames": {"type": "string", "maxLength": 300,
                                                       "pattern": r"[A-Za-z0-9_./\-]+"},

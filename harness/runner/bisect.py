@@ -16,7 +16,7 @@ from harness.errors import HarnessError
 from harness.registry import is_exact
 from harness.runner.asv_suite import Options, Target, run_targets
 from harness.store.history import load_history_quietly
-from harness.subjects import gitrev
+from harness.subjects.source import gitrev
 
 
 @dataclass

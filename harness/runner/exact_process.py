@@ -2,7 +2,7 @@
 its own.
 
 The tier drives the commit's own builder in the process that runs it, and spreads over the cores
-by forking that process (:mod:`harness.subjects.prefetch`). A fork is safe only where no other
+by forking that process (:mod:`harness.subjects.spyre.prefetch`). A fork is safe only where no other
 thread runs: ``run``'s own process has its progress heartbeats, and a fork taken while one of
 them held a lock hung ``run`` for good (a child blocked on the lock, its parent waiting on it).
 So each commit's tier runs in a child forked by multiprocessing's fork server: a
@@ -30,9 +30,9 @@ from harness.runner.sessions import end_session
 
 #: Imported once, in the fork server: what every commit's tier needs before its own code.
 PRELOAD = ["torch", "asv.results", "asv.machine", "asv.runner", "asv_runner.discovery",
-           "harness.runner.inprocess", "harness.subjects.spyre_inference",
-           "harness.subjects.builder", "harness.model.cost", "harness.measure.efficiency",
-           "harness.measure.device"]
+           "harness.runner.inprocess", "harness.subjects.spyre.locate",
+           "harness.subjects.spyre.drive.session", "harness.model.cost",
+           "harness.measure.efficiency", "harness.measure.device"]
 
 
 def _context():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.store.lock import wait_lock
-from harness.subjects import gitrev
-from harness.subjects.reference import POLICIES
+from harness.subjects.reference.subject import POLICIES
+from harness.subjects.source import gitrev
 
 MARKER = "SPYRE_BENCH_SUBJECT"
 BRANCH = "main"

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.runner.asv_suite import Target
 from harness.runner.reference_repo import ORDER, ensure_reference_repo
-from harness.subjects import gitrev
+from harness.subjects.source import gitrev
 
 
 def reference_targets(repo: Path, policies: list[str]) -> list[Target]:

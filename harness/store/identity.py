@@ -41,7 +41,7 @@ class Identity:
     #: .., "overrides": ..}, "ladders": {axis: [..]} or {"skipped": reason}}`` per config, or one
     #: ``{"skipped": reason}`` when the subject could not be loaded at all.
     ladders: list = field(default_factory=list)
-    #: Content hash of each attention-path module the subject runs (harness.subjects.sources):
+    #: Content hash of each attention-path module the subject runs (harness.subjects.source.sources):
     #: which part's code changed between two stored commits. None: not known (the reference).
     sources: dict | None = None
 
@@ -58,7 +58,9 @@ class Identity:
         side.parent.mkdir(parents=True, exist_ok=True)
         tmp = side.with_suffix(".tmp")
         from harness.store import skip_table
-        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)), indent=1))
+        # no blanks: indented, the ladders of a quick-tier commit took 35.6 kB, 18.5 kB without
+        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)),
+                                  separators=(",", ":")))
         tmp.replace(side)      # never half-written
         return side
 

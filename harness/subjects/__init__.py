@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.errors import SubjectError
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
-from harness.subjects.reference import POLICIES, reference_subject
+from harness.subjects.reference.subject import POLICIES, reference_subject
 
 __all__ = ["CAPABILITIES", "Bucketing", "Subject", "POLICIES", "resolve_subject"]
 
@@ -34,7 +34,7 @@ def locate(spec: str):
         return reference_subject(rest)
     if spec == "spyre-inference" or (sep and kind in ("path", "git")):
         # Imported here: the loader's modules are not needed for the reference subject.
-        from harness.subjects import spyre_inference as si
+        from harness.subjects.spyre import locate as si
         if spec == "spyre-inference":
             return si.locate_installed(spec)
         if not rest:

@@ -93,7 +93,7 @@ class Subject(ABC):
     #: A stable identity for results: a commit hash, or policy plus harness version.
     identity: str
     capabilities: frozenset[str]
-    #: Content hash of each attention-path module it runs (:mod:`harness.subjects.sources`);
+    #: Content hash of each attention-path module it runs (:mod:`harness.subjects.source.sources`);
     #: None for a subject with no source tree (the embedded reference).
     sources: dict[str, str] | None = None
 
@@ -114,7 +114,7 @@ class Subject(ABC):
         generation is a :class:`~harness.generations.Generation`: A (one block per loop step) or
         B (chunked). Only measurement calls this, so implementations may import torch here, never
         at module level. The argument conventions of both generations are spelled out in
-        harness/subjects/reference_kernels.py.
+        harness/subjects/reference/kernels.py.
         """
         return None
 

@@ -23,7 +23,7 @@ def open_subject(spec: str) -> Subject:
         return found
     if os.environ.get(IN_PROCESS_ENV) == "1":
         return found.load()
-    from harness.subjects.sources import module_hashes
+    from harness.subjects.source.sources import module_hashes
     from harness.worker.proxy import SubjectWorker
     return SubjectWorker(found.spec, found.load, found.identity, module_hashes(found.tree.files))
 

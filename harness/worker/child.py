@@ -127,7 +127,7 @@ def _choose_vllm() -> None:
     """Import the real vLLM now, where it is importable (``SPYRE_BENCH_VLLM``; 10-15 s on two
     cores): the worker's start-up, not the subject's load, whose time limit is the subject's."""
     from harness.errors import HarnessError
-    from harness.subjects import vllm_real
+    from harness.subjects.load import vllm_real
     try:
         vllm_real.choice()
     except HarnessError:

@@ -40,7 +40,7 @@ _ERRORS = {
     "TraceError": "harness.errors", "SubjectError": "harness.errors",
     "CapabilityMissing": "harness.errors", "SubjectRaised": "harness.errors",
     "SubjectTimeout": "harness.subjects.timeout",
-    "SubjectRejected": "harness.subjects.spyre_inference",
+    "SubjectRejected": "harness.subjects.spyre.bucketing",
     "KernelMismatch": "harness.measure.oracle", "ProbeSkipped": "harness.measure.probes",
     "DeviceError": "harness.measure.device", "BackendError": "harness.measure.compiles",
 }

@@ -24,7 +24,7 @@ from harness.measure.oracle import check_step
 from harness.measure.probes import KV_ABOVE, NOTES, REVIEW, SMALL, Probe, prepare
 from harness.model.cost import step_cost
 from harness.subjects import resolve_subject
-from harness.subjects.reference_kernels import attend_sequence
+from harness.subjects.reference.kernels import attend_sequence
 from harness.workloads import parse_step
 
 

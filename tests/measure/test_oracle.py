@@ -11,7 +11,7 @@ from harness.measure.inputs import Workspace
 from harness.measure.kernel_figures import KernelOptions, measure_workload
 from harness.measure.oracle import KernelMismatch, check_call, check_step, compare
 from harness.subjects.base import Subject
-from harness.subjects.reference_kernels import (
+from harness.subjects.reference.kernels import (
     ACC,
     _finish,
     _initial_state,

@@ -11,8 +11,9 @@ import torch._dynamo
 from harness.config import EngineConfig
 from harness.measure.device import select
 from harness.measure.efficiency import logical_bytes, row_efficiency
-from harness.measure.kernel_figures import row_validity, workload_timing
+from harness.measure.kernel_figures import row_validity
 from harness.measure.settings import KernelOptions
+from harness.measure.shape_timing import workload_timing
 from harness.measure.timing import measure
 
 

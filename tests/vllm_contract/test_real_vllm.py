@@ -1,5 +1,5 @@
 """Contract with the real vLLM: a commit's figures are the same under the stand-ins and under
-vLLM 0.27.1 itself (harness/subjects/vllm_real.py, ``SPYRE_BENCH_VLLM``).
+vLLM 0.27.1 itself (harness/subjects/load/vllm_real.py, ``SPYRE_BENCH_VLLM``).
 
 Opt-in: ``make test-vllm`` builds a venv with the real vLLM (requirements/vllm-constraints.txt)
 and runs this; elsewhere every test here is skipped, saying why. Every commit of the fixture
@@ -45,7 +45,7 @@ def spyre_bench(mode: str, *args: str) -> subprocess.CompletedProcess:
 def real_vllm() -> str:
     """The real vLLM's label, once it imports here with every name of the surface."""
     done = subprocess.run(
-        [sys.executable, "-c", "from harness.subjects import vllm_real; "
+        [sys.executable, "-c", "from harness.subjects.load import vllm_real; "
                                "print(vllm_real.choice().label())"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "SPYRE_BENCH_VLLM": "real"})
     if done.returncode:
@@ -103,12 +103,12 @@ def test_the_fixture_covers_every_named_commit(fixture_repo):
 def test_the_stand_in_metadata_has_the_real_fields(real_vllm):
     """The stand-ins' CommonAttentionMetadata is vLLM 0.27.1's, field for field, in order."""
     done = subprocess.run([sys.executable, "-c", (
-        "import dataclasses, json; from harness.subjects import vllm_real; vllm_real.load(); "
+        "import dataclasses, json; from harness.subjects.load import vllm_real; vllm_real.load(); "
         "from vllm.v1.attention.backend import CommonAttentionMetadata as c; "
         "print(json.dumps([f.name for f in dataclasses.fields(c)]))")],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    from harness.subjects.vllm_standins import CommonAttentionMetadata
+    from harness.subjects.load.vllm_standins import CommonAttentionMetadata
     real = json.loads(done.stdout.strip().splitlines()[-1])
     assert [f.name for f in dataclasses.fields(CommonAttentionMetadata)] == real
 
@@ -119,7 +119,7 @@ SESSION_PROBE = """
 import json, sys, torch
 from harness.config import EngineConfig, Overrides
 from harness.subjects import resolve_subject
-from harness.subjects.builder import BuilderSession
+from harness.subjects.spyre.drive.session import BuilderSession
 from harness.workloads import Seq
 subject = resolve_subject(sys.argv[1])
 overrides = Overrides.from_env({"SPYRE_BATCHED_DECODE": "1"})

@@ -1,6 +1,6 @@
 """Memoized figures as plain JSON and back, exactly, with no code run on the way in.
 
-The persistent memo (:mod:`harness.subjects.memo_store`) may read files another process or job
+The persistent memo (:mod:`harness.subjects.memo.store`) may read files another process or job
 wrote, so its format is data only: numbers, strings, lists and objects, with tags for tuples,
 dicts with non-string keys and the few figure classes a step is made of, rebuilt while the JSON
 is parsed (:func:`object_hook`). A class is rebuilt only when it is on :func:`_classes`' list;

@@ -3,7 +3,7 @@
 A figure is decided by the modules the harness runs from a commit (everything under
 ``v1/attention``: bucketer, backends, ops, ``attn_layer``, the jagged plan; ``custom_ops``; and
 ``envs.py``) and whatever those can import. A commit touching none of them (docs, models, the
-worker, CI) has the same figures, so the persistent memo (:mod:`harness.subjects.memo`) keys on
+worker, CI) has the same figures, so the persistent memo (:mod:`harness.subjects.memo.figures`) keys on
 this closure, not on the whole tree. Nothing is run: every module is parsed and followed through
 ``import`` and ``from ... import`` (relative ones too, also inside functions and ``try``) and
 through string literals naming ``spyre_inference`` modules (dynamic imports, registered class

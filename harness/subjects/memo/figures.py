@@ -1,13 +1,13 @@
 """Figures keyed by what decides them: the attention sources, the harness, the config, the env.
 
 The exact figures of a subject are a function of the modules its loads can reach (the closure of
-:mod:`harness.subjects.closure`), the harness that drives them, the process's env, the engine
+:mod:`harness.subjects.source.closure`), the harness that drives them, the process's env, the engine
 config, the env overrides and the step fed to its builder (the harness derives every page
-layout from the step itself): :func:`harness.subjects.memo_key.source_key` hashes the first
+layout from the step itself): :func:`harness.subjects.memo.key.source_key` hashes the first
 three, an entry's key holds the rest. Commits whose attention sources are identical (docs-only
 commits, merges, reverts, changes to models or the worker) therefore share them: a backfill or
 a nightly run computes each distinct closure once, and a later process reads them back from
-:mod:`harness.subjects.memo_store` (off with ``SPYRE_BENCH_MEMO=0``). Only successes are kept
+:mod:`harness.subjects.memo.store` (off with ``SPYRE_BENCH_MEMO=0``). Only successes are kept
 (a skip's reason names the commit). A few sources are kept in memory, least recently used
 dropped first, so a long backfill stays small.
 
@@ -22,7 +22,8 @@ import hashlib
 from collections import Counter, OrderedDict
 from typing import NamedTuple
 
-from harness.subjects import memo_codec, memo_store
+from harness.subjects.memo.codec import exact, object_hook
+from harness.subjects.memo.store import Store, enabled, folder, limit_bytes
 
 #: Distinct sources kept in memory at once (a backfill walks commits in order: recent ones
 #: repeat).
@@ -104,14 +105,14 @@ class TreeMemo:
         #: "hit" (memory or disk), "miss", "disk" (entries read back from the store)
         self.stats: Counter[str] = Counter()
         self._store_for: tuple | None = None
-        self._store: memo_store.Store | None = None
+        self._store: Store | None = None
 
-    def store(self) -> memo_store.Store | None:
+    def store(self) -> Store | None:
         """The store the env names now (None when ``SPYRE_BENCH_MEMO=0``)."""
-        where = (memo_store.enabled(), memo_store.folder(), memo_store.limit_bytes())
+        where = (enabled(), folder(), limit_bytes())
         if where != self._store_for:
             self._store_for = where
-            self._store = memo_store.Store.from_env(memo_codec.object_hook)
+            self._store = Store.from_env(object_hook)
         return self._store
 
     def _tables(self, source: str) -> dict:
@@ -146,7 +147,7 @@ class TreeMemo:
     def put(self, source: str, key: MemoKey, value) -> None:
         self._table(source, key)[key.entry()] = value
         if self.persist and self.store() is not None:
-            data = memo_codec.exact(value)
+            data = exact(value)
             if data is not None:   # only what reads back exactly is kept
                 self._unsaved.setdefault((source, key.table()), {})[key.entry()] = data
 

@@ -2,7 +2,7 @@
 
 Three parts, hashed together:
 
-* the commit's attention closure (:mod:`harness.subjects.closure`): the modules a load can
+* the commit's attention closure (:mod:`harness.subjects.source.closure`): the modules a load can
   reach, by content, so a docs-only commit or one touching models or the worker shares its
   parent's figures, and one touching the bucketer, a backend or an op does not;
 * the harness itself (every file of the ``harness`` package, torch's, vLLM's and Python's
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from harness.config import ENV_VARS
-from harness.subjects import closure
+from harness.subjects.source import closure
 
 #: Env prefixes always counted (spyre-inference's, vLLM's and the harness's settings) ...
 COUNTED_PREFIXES = ("SPYRE_", "VLLM_")
@@ -36,7 +36,7 @@ NOT_DECIDING = frozenset(f"SPYRE_BENCH_{n}" for n in (
     "REQUIRE_BROWSER", "JS_DIR", "ARTIFACTS", "DIR", "ASV_REPO", "REPOSITORY", "NIGHTLY"))
 
 def source_key(tree) -> str:
-    """The key of a :class:`~harness.subjects.loader.SourceTree` (cached per tree content and
+    """The key of a :class:`~harness.subjects.load.loader.SourceTree` (cached per tree content and
     env, in this process)."""
     modules, literals = _reach(tree.digest(), tree)
     env = {k: v for k, v in os.environ.items()
@@ -71,7 +71,7 @@ def harness_fingerprint() -> str:
         except importlib.metadata.PackageNotFoundError:
             versions.append("none")
     torch_version, vllm = versions
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]   # the harness package
     h = hashlib.sha256(f"{torch_version}\0{vllm}\0{sys.version}\0{platform.machine()}"
                        .encode())
     for folder, subdirs, names in os.walk(root):

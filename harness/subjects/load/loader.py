@@ -8,7 +8,7 @@ spyre-inference's package root imports vLLM, but the bucketer needs only the sta
   cannot leak in); every other change to ``os.environ`` is undone on exit;
 * ``vllm``, ``vllm.config`` and ``vllm.logger`` are small stand-ins; any other ``vllm`` module
   fails to import, which is the honest answer for a by-path load. Where the real vLLM can be
-  imported (``SPYRE_BENCH_VLLM``, :mod:`harness.subjects.vllm_real`) the commit imports it
+  imported (``SPYRE_BENCH_VLLM``, :mod:`harness.subjects.load.vllm_real`) the commit imports it
   instead: it stays imported across windows, and what a load registers with it is undone;
 * every ``spyre_inference...`` name is served from the snapshot by a meta-path finder: packages
   are bare (no ``__init__`` runs: the real root imports vLLM), modules run from their own source
@@ -43,10 +43,10 @@ from pathlib import Path
 
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
-from harness.subjects import torch_spyre_standins, vllm_real
-from harness.subjects.extract import ModuleSource, NotSelfContained
-from harness.subjects.vllm_standins import close_modules
-from harness.subjects.vllm_standins import modules as vllm_standin_modules
+from harness.subjects.load import torch_spyre_standins, vllm_real
+from harness.subjects.load.vllm_standins import close_modules
+from harness.subjects.load.vllm_standins import modules as vllm_standin_modules
+from harness.subjects.source.extract import ModuleSource, NotSelfContained
 
 PACKAGE = "spyre_inference"
 #: The namespaces a window owns: removed from sys.modules on exit.
@@ -205,11 +205,11 @@ class StandIns(dict):
 
 
 def vllm_standins(handler: logging.Handler) -> StandIns:
-    """The vLLM stand-ins (:mod:`harness.subjects.vllm_standins`): ``vllm.config``,
+    """The vLLM stand-ins (:mod:`harness.subjects.load.vllm_standins`): ``vllm.config``,
     ``vllm.logger`` (what the bucketer needs) and the names the attention path imports, or none
-    where the real vLLM is used (:func:`harness.subjects.vllm_real.choice`); and, where
+    where the real vLLM is used (:func:`harness.subjects.load.vllm_real.choice`); and, where
     torch-spyre is not installed, the few ``torch_spyre`` names its kernels use
-    (:mod:`harness.subjects.torch_spyre_standins`). Call it outside any window."""
+    (:mod:`harness.subjects.load.torch_spyre_standins`). Call it outside any window."""
     table = StandIns()
     if vllm_real.choice().real:
         table.real = vllm_real.RealWindow(handler)

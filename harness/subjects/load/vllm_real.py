@@ -1,7 +1,7 @@
 """The real vLLM for a subject's imports, where this process can import it.
 
 ``SPYRE_BENCH_VLLM`` picks what ``vllm.*`` a loaded commit sees: ``standins`` (the harness's own
-:mod:`harness.subjects.vllm_standins`), ``real`` (the installed vLLM; an error when it cannot be
+:mod:`harness.subjects.load.vllm_standins`), ``real`` (the installed vLLM; an error when it cannot be
 imported) or ``auto`` (the default: real when ``import vllm`` works in the subject's process,
 else the stand-ins, saying why). The choice is made once per process, outside any load window.
 
@@ -72,7 +72,7 @@ def choice() -> Choice:
 
 
 def _decide(mode: str) -> Choice:
-    from harness.subjects.vllm_standins import VLLM_VERSION
+    from harness.subjects.load.vllm_standins import VLLM_VERSION
 
     if mode == "standins":
         return Choice(False, VLLM_VERSION, f"{ENV}=standins")

@@ -1,7 +1,7 @@
 """The memo's files: figures kept across processes, so an unchanged commit costs only its load.
 
 One JSON file per (source key, table): a table is one config and env, its entries the steps,
-ladders and set-up figures driven for it (:mod:`harness.subjects.memo`). Where:
+ladders and set-up figures driven for it (:mod:`harness.subjects.memo.figures`). Where:
 ``SPYRE_BENCH_MEMO_DIR``, else ``$XDG_CACHE_HOME/spyre-bench/figures``, else
 ``~/.cache/spyre-bench/figures``; ``SPYRE_BENCH_MEMO=0`` turns it off; the folder is kept under
 ``SPYRE_BENCH_MEMO_MB`` (default 256), the least recently used files dropped first.
@@ -11,7 +11,7 @@ written whole to a temporary name and renamed over the old one, merged with what
 that moment, so a reader sees a whole file or none, and two writers lose at most each other's
 new entries (met again later as misses). Reading never raises: an unreadable, truncated,
 foreign or tampered file is a miss, and the figures are computed as if it were not there. The
-format is data only (:mod:`harness.subjects.memo_codec`): a file never runs code.
+format is data only (:mod:`harness.subjects.memo.codec`): a file never runs code.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class ReferenceSubject(Subject):
 
     def decode_kernel(self):
         """The reference batched kernel: generation B (chunked) when the policy chunks, else A."""
-        from harness.subjects.reference_kernels import BATCHED_KERNELS
+        from harness.subjects.reference.kernels import BATCHED_KERNELS
 
         generation = Generation.B if self.policy.chunked else Generation.A
         return BATCHED_KERNELS[generation], generation

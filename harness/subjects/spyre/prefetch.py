@@ -5,7 +5,7 @@ steps: independent work, nearly all of it the subject's own torch code, so it sp
 machine's cores (``SPYRE_BENCH_JOBS``, default: the cores this process may use). Workers put
 nothing anywhere: each returns the step figures it drove (with the builder's ladders and the
 config's bucketing, which the config benchmarks read), the parent adds them to
-:data:`harness.subjects.memo.FIGURES` (which writes them to its store) and the subject, and the
+:data:`harness.subjects.memo.figures.FIGURES` (which writes them to its store) and the subject, and the
 ordinary serial pass then reads them from there. Configs whose steps the memo already holds (from
 this process or the store) go to no worker. So the figures, their order and every skip are
 exactly what one process gives (a worker's failure is dropped and met again, with its one
@@ -21,7 +21,7 @@ from multiprocessing import get_all_start_methods, get_context
 
 from harness.errors import ConfigError, HarnessError
 from harness.subjects import timeout
-from harness.subjects.memo import FIGURES, ladders_key, setup_key, step_key
+from harness.subjects.memo.figures import FIGURES, ladders_key, setup_key, step_key
 
 JOBS_ENV = "SPYRE_BENCH_JOBS"
 

@@ -1,0 +1,61 @@
+"""The K/V cache a session's layer reads: one per session, allocated on first use and bound to
+the layer before the first step, as vLLM allocates it once per engine."""
+
+from __future__ import annotations
+
+from harness.config import EngineConfig
+from harness.ladders import ceil_div
+from harness.subjects.spyre.drive.errors import NotDrivable
+from harness.subjects.spyre.drive.steps import step_pages
+
+
+class KvCache:
+    """The impl may keep views of the first cache it is handed, so every step of a session gets
+    the same one. A live cache holds the pages asked for; a placeholder cache (recorded steps) is
+    read-only zeros that take no memory, so it holds every page of the config. A step needing
+    more pages than the cache has is NotDrivable."""
+
+    def __init__(self, config: EngineConfig, backend, layer, origin: str):
+        self.config, self.backend, self.layer, self.origin = config, backend, layer, origin
+        self._tensors: tuple | None = None
+
+    def shape(self, num_pages: int) -> tuple[int, ...]:
+        """The backend's cache shape (its ``get_kv_cache_shape``), token-major if it has none."""
+        c = self.config
+        get = getattr(self.backend, "get_kv_cache_shape", None)
+        if get is None:
+            return (num_pages, c.block_size, c.num_kv_heads, c.head_size)
+        return tuple(get(num_pages, c.block_size, c.num_kv_heads, c.head_size))
+
+    def max_pages(self) -> int:
+        """Pages a step of this config can use: the null page and every sequence at
+        max_model_len."""
+        c = self.config
+        return 1 + max(1, c.max_num_seqs) * ceil_div(c.max_model_len, c.block_size)
+
+    def get(self, device, pages: int, placeholder: bool = False):
+        """The (K, V) cache, allocated on first use for ``pages`` (or, a placeholder, every
+        page of the config) and bound to the layer."""
+        import torch
+
+        if self._tensors is None:
+            dtype = getattr(torch, self.config.dtype)
+            shape = self.shape(max(pages, self.max_pages()) if placeholder else pages)
+            if placeholder:
+                cache = torch.zeros((), dtype=dtype).expand(*shape)
+                self._tensors = (cache, cache)
+            else:
+                self._tensors = (torch.zeros(shape, dtype=dtype, device=device),
+                                 torch.zeros(shape, dtype=dtype, device=device))
+            self.layer.kv_cache = self._tensors   # vLLM's bind_kv_cache
+        have = int(self._tensors[0].shape[0])
+        if pages > have:
+            raise NotDrivable(f"{self.origin}: a step needs {pages} K/V pages; the session's "
+                              f"cache (allocated once, as vLLM does) has {have}")
+        return self._tensors
+
+    def reserve(self, device, steps) -> None:
+        """Allocate the cache for the largest of ``steps`` (live measurement: real memory, so
+        sized by what will run, not by the config's bound)."""
+        bs = self.config.block_size
+        self.get(device, max(step_pages(step, bs) for step in steps))

@@ -1,0 +1,146 @@
+"""Host-to-device transfers: every call of the commit's ``convert`` (wrapped by
+:func:`wrap_convert`), named and counted."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from harness.subjects.load.loader import SourceTree, where
+from harness.subjects.spyre.drive.errors import NotDrivable
+
+CONVERT_MODULE = "spyre_inference.custom_ops.utils"
+
+
+@dataclass(frozen=True)
+class Transfer:
+    name: str
+    shape: tuple
+    dtype: str
+    bytes: int
+
+
+def _caller_name(known: dict) -> str:
+    """The subject's function that called convert (past comprehensions and lambdas); ``known``:
+    code object -> name, for the functions met before."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        name = known.get(code)
+        if name is not None:
+            return name
+        if not code.co_name.startswith("<"):
+            known[code] = code.co_name
+            return code.co_name
+        frame = frame.f_back
+    return "other"
+
+
+#: torch dtype -> its name without the module ("float16"), filled on first sight.
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+class TransferLog:
+    """Wraps the subject's ``convert``: every call is one host-to-device transfer.
+
+    ``copy`` False (recording exact figures on the host): the call is counted and the host tensor
+    handed back (cast when a ``dtype`` is asked for) without the subject's copy, whose only
+    effect there is time; a long prefill's mask is hundreds of MB. Measurement runs copy.
+
+    Transfers are counted by (name, shape, dtype, bytes), not kept one object each: a builder
+    that mirrors every per-block mask tile makes millions of calls a run, and the figures need
+    only how many of each and their bytes by name. :meth:`counts` hands them out, in the order
+    each kind was first made.
+    """
+
+    def __init__(self, convert):
+        self.convert = convert
+        self.copy = True
+        #: (name, torch.Size, torch dtype, bytes) -> calls
+        self._counts: dict[tuple, int] = {}
+        self.names: dict[int, str] = {}
+        #: code object -> function name, of the subject's functions that called convert
+        self._callers: dict = {}
+
+    def __call__(self, tensor, *args, **kwargs):
+        if tensor is None:   # the real convert passes None through: no transfer
+            return self.convert(tensor, *args, **kwargs)
+        # named after the metadata field holding it, else after the subject's function that
+        # made the copy (kv_write_index, _staging_buffers, ...)
+        name = self.names.get(id(tensor)) or _caller_name(self._callers)
+        key = (name, tensor.shape, tensor.dtype, tensor.nbytes)
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+        if self.copy:
+            return self.convert(tensor, *args, **kwargs)
+        dtype = kwargs.get("dtype")
+        return tensor if dtype is None or dtype == tensor.dtype else tensor.to(dtype)
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+    def counts(self) -> dict[Transfer, int]:
+        """The transfers since the last :meth:`clear`: each kind and how many times."""
+        return {Transfer(name, tuple(shape), _dtype_name(dtype), nbytes): n
+                for (name, shape, dtype, nbytes), n in self._counts.items()}
+
+    def name_fields(self, metadata, clear: bool = True) -> None:
+        """Name tensors after the metadata attribute (or dict key) that holds them."""
+        if clear:
+            self.names.clear()
+        import torch
+
+        tensor, name_of = torch.Tensor, self.names.setdefault
+
+        def visit(value, name):
+            if isinstance(value, tensor):
+                name_of(id(value), name)
+            elif isinstance(value, dict):
+                for k, v in value.items():
+                    visit(v, str(k))
+            elif isinstance(value, (list, tuple)):
+                for v in value:   # mostly one tensor per sequence: named here, not recursed into
+                    if type(v) is tensor:
+                        name_of(id(v), name)
+                    elif isinstance(v, (list, tuple)) and v and type(v[0]) is tensor:
+                        for t in v:   # a row of per-block tiles: no call per tile
+                            if type(t) is tensor:
+                                name_of(id(t), name)
+                            else:
+                                visit(t, name)
+                    else:
+                        visit(v, name)
+
+        for attr, value in vars(metadata).items():
+            visit(value, attr.removesuffix("_cpu"))
+
+
+def wrap_convert(origin: str, tree: SourceTree) -> TransferLog:
+    """The loaded commit's ``convert`` wrapped in a TransferLog, everywhere its modules hold it
+    (after the platform's ``register()`` where it has one): NotDrivable if it has none."""
+    utils = sys.modules.get(CONVERT_MODULE)
+    convert = getattr(utils, "convert", None)
+    if convert is None:
+        raise NotDrivable(f"{origin}: no {CONVERT_MODULE}.convert, the transfer function "
+                          "spyre-bench counts host-to-device copies with")
+    register = getattr(utils, "register", None)
+    if callable(register):
+        # what the platform does at start-up: the op convert routes through
+        # (torch.ops.vllm.spyre_convert), registered into this load's stand-in library
+        try:
+            register()
+        except Exception as exc:
+            raise NotDrivable(f"{origin}: {CONVERT_MODULE}.register() raised "
+                              f"{type(exc).__name__}: {exc}{where(exc, tree)}") from None
+    transfers = TransferLog(convert)
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
+            mod.convert = transfers
+    return transfers
