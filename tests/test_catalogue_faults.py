@@ -11,6 +11,7 @@ the signal always arrives mid-run; those commands all run at once to keep the fi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -575,3 +576,82 @@ def test_a_reference_repository_build_cut_short_is_built_again(tmp_path):
     (tmp_path / "reference-repo.tmp-99999").mkdir()      # a killed build's leftover
     assert len(ensure_reference_repo(repo)) == 5
     assert not (tmp_path / "reference-repo.tmp-99999").exists()
+
+
+# -- kill -9: what a run started ends with it ----------------------------------------------------
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every live process: pid -> (parent pid, session id)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] != "Z":
+            out[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return out
+
+
+def _descendants(root: int) -> set[int]:
+    table = _process_table()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {p for p, (ppid, _) in table.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _left(pids: set[int], sessions: set[int]) -> set[int]:
+    """Of ``pids`` and the members of ``sessions``, those still running."""
+    return {p for p, (_, sid) in _process_table().items() if p in pids or sid in sessions}
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("where", ["process", "asv"], ids=["exact-tier", "under-asv"])
+def test_a_run_killed_with_sigkill_leaves_no_process(spyre_repo, tmp_path, where):
+    """``kill -9`` of ``run`` while the subject's code holds (in the exact tier's process, or in
+    an ASV benchmark process): nothing it started (fork server and its children, resource
+    tracker, ASV and its benchmark processes, subject workers) outlives it by more than moments."""
+    (tmp_path / "tmp").symlink_to(tempfile.mkdtemp(prefix="cf-", dir="/tmp"))
+    hold = tmp_path / "hold"
+    hold.touch()
+    files = {BUCKETER: held_source("810-clamp", hold, where)}
+    if where == "asv":
+        files[BACKEND] = generation_files("810-clamp")[BACKEND] + _hold_code(hold, where)
+    commit = spyre_repo.add_commit(files, f"bucketer held (kill -9, {where})", parent="810-clamp")
+    proc = subprocess.Popen([sys.executable, "-m", "harness",
+                             *_argv("run", spyre_repo, commit, tmp_path / "stored")],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=_child_defaults)
+    tree: set[int] = set()
+    try:
+        deadline = time.monotonic() + 150
+        while not list(tmp_path.glob("hold.at-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the subject never held"
+            time.sleep(0.1)
+        time.sleep(0.5)                     # every holder of the group gets there
+        tree = _descendants(proc.pid)
+        sessions = {proc.pid} | {_process_table().get(p, (0, 0))[1] for p in tree} - {0}
+        assert tree, "run had started nothing"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while _left(tree, sessions) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _left(tree, sessions)
+        said = {p: Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+                for p in left if Path(f"/proc/{p}").exists()}
+        assert not left, f"outlived run's kill -9: {said}"
+    finally:
+        hold.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _left(tree, set()):      # what this test started, never anything else
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree((tmp_path / "tmp").resolve(), ignore_errors=True)

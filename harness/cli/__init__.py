@@ -8,6 +8,7 @@ import sys
 from harness import __version__
 from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
 from harness.interrupts import as_keyboard_interrupt
+from harness.lifeline import hold, rooted
 
 COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
             "changes", "bisect", "report", "comment")
@@ -36,8 +37,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a command; its exit status follows the one contract in harness.errors (README)."""
-    with as_keyboard_interrupt():
+    """Run a command; its exit status follows the one contract in harness.errors (README). What
+    it starts ends with it, kill -9 included (harness.lifeline)."""
+    hold()
+    with as_keyboard_interrupt(), rooted():
         try:
             args = parser().parse_args(argv)
             return args.run(args)
