@@ -392,6 +392,35 @@ def test_each_outcome_has_its_documented_status(stored_pair, tmp_path, case_id, 
     assert {k: snapshot(v) for k, v in stored_pair.items()} == before
 
 
+# -- a subject's own failure -------------------------------------------------------------------
+
+#: command -> (file edited, text, replacement): the subject's code fails at block size 192 only,
+#: so the other rows are measured and shown
+SUBJECT_FAILURES = {
+    "ladders": (BUCKETER, "        self._block_size = vllm_config.cache_config.block_size\n",
+                "        if vllm_config.cache_config.block_size == 192:\n"
+                "            import os\n            os._exit(0)\n"
+                "        self._block_size = vllm_config.cache_config.block_size\n"),
+    "cost": (BACKEND, "        m = common_attn_metadata\n",
+             "        m = common_attn_metadata\n        if self.block_size == 192:\n"
+             "            raise RuntimeError('no bs 192 here')\n"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(SUBJECT_FAILURES))
+def test_a_subject_failure_is_said_once(spyre_repo, tmp_path, command):
+    relpath, old, new = SUBJECT_FAILURES[command]
+    commit = spyre_repo.edit(relpath, old, new, parent="gen4", message=f"fails at 192 ({command})")
+    proc = spyre_bench([command, "--subject", f"git:{spyre_repo.path}@{commit}", "--tier", "tiny"],
+                       tmp_path, timeout=180)
+    no_traceback(proc)
+    assert proc.returncode == errors.EXIT_FLAGGED, proc.stdout + proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith("spyre-bench: FAILED: subject failed in "), proc.stderr
+    assert "192" in said[0] and commit in proc.stdout          # and the table after it
+
+
 # -- interrupts ----------------------------------------------------------------------------------
 
 #: Where the held bucketer waits: everywhere, only under ASV, or only in a child of the command.

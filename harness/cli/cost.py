@@ -54,12 +54,14 @@ def run(args) -> int:
                 advance(f"{s.spec} {case.label()}", "done", 1)
             rows += _rows(case, specs, per_subject, len(subjects))
     outcome = row_outcome(f for r in rows for f in r["subjects"].values())
-    if isinstance(outcome, SubjectFailed):   # said first (stderr), raised last
+    if isinstance(outcome, SubjectFailed):   # said first (stderr), once
         print(f"spyre-bench: FAILED: {outcome}", file=sys.stderr)
     if args.json:
         print_json(rows)
     else:
         _render(rows, [s.spec for s in subjects], args.per_step)
+    if isinstance(outcome, SubjectFailed):
+        return outcome.exit_status   # said once, first
     if outcome is not None:
         raise outcome
     return 0
