@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
+from harness.cli.options import subject_timeout
 from harness.errors import ConfigError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
@@ -60,6 +61,7 @@ def run(args) -> int:
     from harness.store.names import checked_name
     from harness.subjects import gitrev
     checked_name("--machine", args.machine)
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: before any work
     params = _params(args.param)
     names = _param_names(args.results_dir, args.benchmark, args.machine)
     missing = [n for n in names if n not in params]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
+from harness.cli.options import subject_timeout
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
@@ -63,6 +64,7 @@ def run(args) -> int:
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets
 
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: before any work
     out = console()
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
                       device=device_kind(args.device), tier=args.tier, bench=args.bench,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
+from harness.cli.options import subject_timeout
 from harness.errors import HarnessError, Interrupted
 from harness.matrix import TIERS
 from harness.report.tables import console, table
@@ -84,6 +85,7 @@ def run(args) -> int:
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets, reference_targets
 
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: said before any work
     fail_on = {f for f in args.fail_on.split(",") if f}
     if fail_on - set(FAIL_ON):
         raise HarnessError(f"--fail-on: unknown {sorted(fail_on - set(FAIL_ON))}; known: "

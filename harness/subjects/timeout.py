@@ -14,6 +14,7 @@ no sandbox, and an untrusted checkout can still do anything its code does when i
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from harness.errors import SubjectError
 
 DEFAULT_SECONDS = 60.0
+#: A day: a longer limit is no bound at all (0 says that), and the timer takes no more.
+MAX_SECONDS = 86400.0
 ENV_VAR = "SPYRE_BENCH_SUBJECT_TIMEOUT"
 
 _seconds: list[float | None] = [None]
@@ -52,10 +55,11 @@ def limit() -> float:
         try:
             value = float(raw)
         except ValueError:
-            raise SubjectError(f"{ENV_VAR}={raw!r}: expected seconds") from None
-        if value >= 0:
+            value = math.nan
+        if math.isfinite(value) and 0 <= value <= MAX_SECONDS:
             return value
-        raise SubjectError(f"{ENV_VAR}={raw!r}: expected seconds >= 0")
+        raise SubjectError(f"{ENV_VAR}={raw[:40]!r}: expected seconds from 0 (no limit) to "
+                           f"{MAX_SECONDS:g}")
     return DEFAULT_SECONDS
 
 
