@@ -12,6 +12,7 @@ the signal always arrives mid-run; those commands all run at once to keep the fi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import math
@@ -352,6 +353,50 @@ def test_an_unwritable_results_folder_is_one_line(plain, tmp_path):
     no_traceback(proc)
     assert proc.returncode == errors.EXIT_INPUT
     one_error_line(proc, "cannot write results into")
+
+
+def _file_modes_bind() -> None:
+    """``preexec_fn``: the command obeys file modes even as root (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH leave its bounding set, so it starts without them); as another user it
+    does anyway."""
+    if IS_ROOT:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2):                          # PR_CAPBSET_DROP of the two overrides
+            if libc.prctl(24, cap, 0, 0, 0):
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+#: (id, what is done to the stored machine folder ``box``): a run into it is refused at once
+MACHINE_FOLDERS = [
+    ("unwritable-folder", lambda box: box.chmod(0o555)),
+    ("unwritable-machine-json", lambda box: (box / "machine.json").chmod(0o444)),
+    ("file-in-its-place", lambda box: (shutil.rmtree(box), box.write_text("not a folder\n"))),
+]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="drops capabilities with prctl")
+@pytest.mark.parametrize("case_id,spoil", MACHINE_FOLDERS, ids=[c[0] for c in MACHINE_FOLDERS])
+def test_a_machine_folder_that_cannot_be_written_is_one_line(plain, tmp_path, case_id, spoil):
+    stored = tmp_path / "stored"
+    results(stored)
+    (stored / "box" / "machine.json").write_text('{"machine": "box", "version": 1}')
+    spoil(stored / "box")
+    before = snapshot(stored)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "run", "--repo", str(plain["g"]), "HEAD",
+             "--results-dir", str(stored), "--machine", "box", "--device", "cpu", "--tier",
+             "tiny"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+            stdin=subprocess.DEVNULL, env=_env(tmp_path), preexec_fn=_file_modes_bind)
+    finally:
+        for path in (stored / "box", stored / "box" / "machine.json"):
+            if path.exists() and not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+    no_traceback(proc)
+    assert proc.returncode == errors.EXIT_INPUT, proc.stdout + proc.stderr
+    one_error_line(proc, f"cannot write results into {stored / 'box'}: ")
+    assert snapshot(stored) == before
+    assert not list((tmp_path / "tmp").iterdir())
 
 
 # -- the contract, outcome by outcome ----------------------------------------------------------
