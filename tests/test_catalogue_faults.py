@@ -466,6 +466,39 @@ def test_a_subject_failure_is_said_once(spyre_repo, tmp_path, command):
     assert "192" in said[0] and commit in proc.stdout          # and the table after it
 
 
+#: A bucketer that moves its process to TMPDIR when imported and each time one is made.
+CHDIR_CLASS = "class SpyreAttnBucketer:"
+CHDIR_INIT = "        self._block_size = vllm_config.cache_config.block_size\n"
+
+
+def test_a_subject_that_changes_folder_moves_nothing_of_run(spyre_repo, tmp_path):
+    """``run`` with a relative --results-dir on a commit whose code calls ``os.chdir``: the
+    results are where the flag said, every figure measured (it was 'nothing measured: all 0
+    figures ... skipped; first reason: none recorded', the exact tier's file written under the
+    subject's folder and ASV's benchmarks failing on their own relative files)."""
+    (tmp_path / "tmp").symlink_to(tempfile.mkdtemp(prefix="cf-", dir="/tmp"))  # ASV's socket
+    moved = spyre_repo.edit(BUCKETER, CHDIR_CLASS,
+                            "import os as _os, tempfile as _tf\n_os.chdir(_tf.gettempdir())\n"
+                            + CHDIR_CLASS, parent="gen4", message="chdir at import")
+    commit = spyre_repo.edit(BUCKETER, CHDIR_INIT, CHDIR_INIT + "        _os.chdir('/')\n",
+                             parent=moved, message="chdir at import and when made")
+    try:
+        proc = spyre_bench(["run", "--repo", str(spyre_repo.path), commit, "--results-dir",
+                            "stored", "--machine", "box", "--device", "cpu", "--tier", "tiny",
+                            "--bench", BENCH], tmp_path, timeout=300)
+        no_traceback(proc)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        frame = load_history(tmp_path / "stored")
+        mine = frame[(frame.commit == commit) & (frame["param:probe"] != "review-4x3-kv-above")]
+        assert set(mine.status) == {"ok"}, mine[["benchmark", "status"]]  # what BENCH selects
+        assert {b.split(".")[0] for b in mine.benchmark} == {"exact", "kernel"}
+        strays = [p for p in (tmp_path / "tmp").resolve().rglob("*")
+                  if p.suffix in (".json", ".identity")]
+        assert strays == [] and not Path("/stored").exists(), strays
+    finally:
+        shutil.rmtree((tmp_path / "tmp").resolve(), ignore_errors=True)
+
+
 # -- interrupts ----------------------------------------------------------------------------------
 
 #: Where the held bucketer waits: everywhere, only under ASV, or only in a child of the command.

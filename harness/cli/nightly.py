@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
@@ -30,7 +29,7 @@ def register(sub) -> None:
                "--push\n"
                "then: spyre-bench changes --repo ../spyre-inference; spyre-bench report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repo", type=Path, required=True, help="the spyre-inference repository")
+    p.add_argument("--repo", type=options.path, required=True, help="the spyre-inference repository")
     p.add_argument("--branch", default="main", type=options.revision,
                    help="branch to follow (default %(default)s)")
     p.add_argument("--max-new", type=options.number(0, most=MAX_COMMITS, kind=int), default=20,
@@ -41,7 +40,7 @@ def register(sub) -> None:
                    default=4,
                    help="measure every Nth commit going back (default %(default)s; bisect "
                         "pins changes between them)")
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                    help="results folder (default %(default)s)")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: the host's, %(default)s)")

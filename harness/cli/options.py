@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+from pathlib import Path
 
 from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
 from harness.errors import ConfigError
@@ -65,6 +67,12 @@ def revision(text: str) -> str:
     if any(ord(ch) < 32 or ch == "\x7f" for ch in text):
         raise argparse.ArgumentTypeError(f"{text!r}: control characters in a revision")
     return text
+
+
+def path(text: str) -> Path:
+    """argparse type of a file or folder: absolute from the start, so nothing the command does
+    later (a subject's code changing the folder included) moves where it points."""
+    return Path(os.path.abspath(text))
 
 
 def regex(text: str) -> str:

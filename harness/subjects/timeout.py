@@ -69,7 +69,31 @@ def _can_arm() -> bool:
 
 @contextmanager
 def bounded(what: str):
-    """Run the block under the limit; nested blocks share the outermost one's deadline."""
+    """Run the block under the limit, in the folder it started in (a subject's ``os.chdir``
+    moved a ``run``'s relative paths and ASV's own files); nested blocks share the outermost
+    one's deadline."""
+    with _same_folder(), _time_bounded(what):
+        yield
+
+
+@contextmanager
+def _same_folder():
+    try:
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            os.fchdir(here)
+        finally:
+            os.close(here)
+
+
+@contextmanager
+def _time_bounded(what: str):
     seconds = limit()
     if getattr(_armed, "on", False) or not seconds or not _can_arm():
         yield
