@@ -26,8 +26,10 @@ def parser() -> argparse.ArgumentParser:
         prog="spyre-bench",
         description="Benchmarks and regression tracking for spyre-inference's attention bucketer "
                     "and batched decode kernel. Exact figures (ladders, compile keys, loop "
-                    "iterations, padding, host-to-device bytes) come from a pure-Python model of "
-                    "the subject's bucketer; no card, GPU or checkout needed for them.")
+                    "iterations, padding, host-to-device bytes) come from running the subject's "
+                    "own code on the CPU: a spyre-inference commit's bucketer and metadata "
+                    "builder (in a worker process), or the embedded reference's pure-Python "
+                    "model of them; no card or GPU needed for them.")
     p.add_argument("--version", action="version", version=f"spyre-bench {__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
     import importlib
