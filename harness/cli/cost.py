@@ -105,8 +105,8 @@ def _render(rows, specs, per_step) -> None:
     title = f"cost: {specs[0]}" if len(specs) == 1 else f"cost: {specs[0]} → {specs[1]}"
     n_changed = sum(1 for r in rows if r.get("changed"))
     references = [s for s in specs if is_embedded(s)]
-    notes = ([f"{', '.join(references)}: {REFERENCE_NOTE}"] if references else []) \
-        + ([f"{n_changed} of {len(rows)} rows changed"] if len(specs) == 2 else [])
+    notes = ([f"{n_changed} of {len(rows)} rows changed"] if len(specs) == 2 else []) \
+        + ([f"{', '.join(references)}: {REFERENCE_NOTE}"] if references else [])
     caption = "; ".join(notes) or None
     out.print(table(title, ["bs", "mml", "mns", "overrides", "workload", "paths"]
                     + [m.label for m in metrics], body, caption=caption))
