@@ -26,7 +26,7 @@ from collections.abc import Iterator
 ENV_VAR = "SPYRE_BENCH_PARENT"
 PR_SET_PDEATHSIG = 1
 
-_state = {"armed": False, "pid": 0}
+_state: dict = {"armed": False, "pid": 0, "prctl": None}
 
 
 @contextlib.contextmanager
@@ -61,8 +61,11 @@ def hold() -> None:
 
 
 def _arm() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # resolved once, before any fork: a fork's child only makes the system call (no dlopen,
+    # whose lock another thread of the parent may have held at the fork)
+    if _state["prctl"] is None:
+        _state["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
+    _state["prctl"](PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _forked() -> None:
