@@ -276,8 +276,10 @@ def test_slowdown_with_timings_is_red_with_ratio_and_interval(spyre_repo):
     validate(doc)
     text = pinned("slowdown-timed-comment.md", doc, spyre_repo, slow=slow)
     assert text.startswith("### spyre-bench: 🔴 2 regressions")
-    assert re.search(r"🔴 timing regression: kernel\.Decode\.time_layer probe notes-4x16 "
-                     r"[12]\.\d\d× \(slower; .*95% CI [12]\.\d\d–[12]\.\d\d×", plain(text))
+    assert re.search(r"🔴 timing regression: kernel\.Decode\.time_layer at probe notes-4x16 "
+                     r"\(block_size 128, max_model_len 2048, step 2048,2048,2048,2048\), default "
+                     r"config \(no env override\): [12]\.\d\d× \(slower; .*95% CI "
+                     r"[12]\.\d\d–[12]\.\d\d×", plain(text))
     assert exit_code(doc, set(FAIL_ON)) == 1
 
 

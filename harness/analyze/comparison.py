@@ -160,8 +160,29 @@ def as_document(c: Comparison) -> dict:
         "mismatches": [{"what": w, "why": r} for w, r in c.mismatches],
         "lost": [{"what": w, "why": r} for w, r in c.lost],
         "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
-        "configs": c.configs, "envs": c.envs, "frontier": c.frontier,
+        "configs": c.configs, "envs": {**_named_envs(c), **c.envs}, "frontier": c.frontier,
+        "probes": _probes(c),
     }
+
+
+def _named(c: Comparison, key: str) -> set[str]:
+    """The values of param ``key`` among everything compared."""
+    items = [*c.exact_all, *c.ladders, *c.timings]
+    return {str(i.params[key]) for i in items if i.params.get(key) is not None}
+
+
+def _named_envs(c: Comparison) -> dict[str, dict[str, str]]:
+    """Each named override set compared, as its env in full (stored results keep only the
+    name; a reader needs the variables)."""
+    from harness.matrix import OVERRIDE_SETS
+    return {n: dict(OVERRIDE_SETS[n]) for n in sorted(_named(c, "overrides"))
+            if n in OVERRIDE_SETS}
+
+
+def _probes(c: Comparison) -> dict[str, dict]:
+    """Each kernel probe compared: its config, step and env (its figures carry only the name)."""
+    from harness.measure.probe_set import describe
+    return {n: d for n in sorted(_named(c, "probe")) if (d := describe(n)) is not None}
 
 
 def _paired(v: Verdict) -> dict:

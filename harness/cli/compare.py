@@ -66,7 +66,7 @@ def register(sub) -> None:
     options.add_matrix(p)
     options.add_workloads(p)
     stored = p.add_argument_group("stored results")
-    stored.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    stored.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                         help="ASV results folder (default %(default)s, where `run` writes)")
     stored.add_argument("--machine", help="machine to compare on (when several have both)")
     stored.add_argument("--env-name", help="ASV environment to compare (when several)")
@@ -96,7 +96,7 @@ def register(sub) -> None:
     judged.add_argument("--oracle", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle on "
                              "the quick tier's probes, without timing them")
-    judged.add_argument("--expected", type=Path, metavar="FILE",
+    judged.add_argument("--expected", type=options.path, metavar="FILE",
                         help="expected-changes file (JSON lines): exact changes it acknowledges "
                              "do not fail the gate")
     judged.add_argument("--write-expected", metavar="FILE", type=output_file,

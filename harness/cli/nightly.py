@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
+from harness.cli.options import subject_timeout
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
@@ -30,7 +30,7 @@ def register(sub) -> None:
                "--push\n"
                "then: spyre-bench changes --repo ../spyre-inference; spyre-bench report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repo", type=Path, required=True, help="the spyre-inference repository")
+    p.add_argument("--repo", type=options.path, required=True, help="the spyre-inference repository")
     p.add_argument("--branch", default="main", type=options.revision,
                    help="branch to follow (default %(default)s)")
     p.add_argument("--max-new", type=options.number(0, most=MAX_COMMITS, kind=int), default=20,
@@ -45,7 +45,7 @@ def register(sub) -> None:
                    help="measure only shard I of N of the plan (commits split by hash: each in "
                         "exactly one shard, whatever the history's length), so N runners share a "
                         "backfill; merge their folders with `spyre-bench merge`")
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                    help="results folder (default %(default)s)")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: the host's, %(default)s)")
@@ -75,6 +75,7 @@ def run(args) -> int:
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets
 
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: before any work
     out = console()
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
                       device=device_kind(args.device), tier=args.tier, bench=args.bench,

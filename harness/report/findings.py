@@ -53,6 +53,9 @@ class Finding:
     #                     acknowledged, info
     text: str           # plain text; escape before putting it into markdown
     rank: tuple = ()
+    #: The document's items (changes, effects, timings) it states: where and under which env
+    #: its text says they are.
+    items: list[dict] = field(default_factory=list)
 
     @property
     def icon(self) -> str:
@@ -71,12 +74,28 @@ class _Group:
 
 def config_key(params: dict) -> tuple:
     return (params.get("block_size"), params.get("max_model_len"), params.get("max_num_seqs"),
-            params.get("overrides"))
+            params.get("overrides"), params.get("probe"))
+
+
+def _where(params: dict) -> tuple:
+    """The config an item is at, whatever its env: (bs, mml, mns, kernel probe)."""
+    key = config_key(params)
+    return key[:3] + key[4:]
+
+
+def env_name(params: dict):
+    """The env an item was measured under: its override set's name, or its kernel probe's."""
+    return params.get("overrides", params.get("probe"))
+
+
+def _envs(doc: dict) -> dict[str, dict]:
+    """Env name -> its variables in full: the override sets, then the kernel probes."""
+    return {**doc["envs"], **{name: p["env"] for name, p in doc.get("probes", {}).items()}}
 
 
 def is_default(doc: dict, overrides) -> bool:
     """No env override beyond the batched-decode switch (unknown sets count as overrides)."""
-    env = doc["envs"].get(overrides)
+    env = _envs(doc).get(overrides)
     if env is None:
         return overrides in ("none", "batched", None)
     return is_default_env(env)
@@ -88,7 +107,7 @@ def env_text(doc: dict, names: list[str]) -> str:
         return "default config (no env override)"
     parts = []
     for n in names:
-        env = doc["envs"].get(n)
+        env = _envs(doc).get(n)
         if env is None:
             parts.append(f"env {n}")
         else:
@@ -147,10 +166,11 @@ def _log_factor(e: dict) -> float:
     return abs(math.log(h / b))
 
 
-def _config_text(params: dict, skip=("overrides",)) -> str:
-    names = {"block_size": "block_size", "max_model_len": "max_model_len",
-             "max_num_seqs": "max_num_seqs", "workload": "workload"}
-    return ", ".join(f"{names.get(k, k)} {v}" for k, v in params.items() if k not in skip)
+def _place_text(doc: dict, params: dict) -> str:
+    """Where a figure is, in full: its config (a kernel probe's spelled out) and its env."""
+    where = _fields(doc, params, [k for k in params if k != "overrides"])
+    env = env_text(doc, [env_name(params)])
+    return f"{where}, {env}" if where else env
 
 
 # -- grouping ----------------------------------------------------------------------------------
@@ -159,14 +179,14 @@ def _groups(doc: dict) -> list[_Group]:
     """Ladder changes by (axis, env); envs with identical changes merged; effects attached."""
     by: dict[tuple, list[dict]] = defaultdict(list)
     for ld in doc["ladders"]:
-        env = ld["params"].get("overrides")
+        env = env_name(ld["params"])
         by[(ld["axis"], "default" if is_default(doc, env) else env)].append(ld)
     merged: dict[tuple, _Group] = {}
     for (axis, _cls), items in by.items():
         shape = frozenset((ld["params"].get("block_size"), ld["params"].get("max_model_len"),
                            ld["params"].get("max_num_seqs"), tuple(ld["base"] or ()),
                            tuple(ld["head"] or ())) for ld in items)
-        envs = list(dict.fromkeys(ld["params"].get("overrides") for ld in items))
+        envs = list(dict.fromkeys(env_name(ld["params"]) for ld in items))
         if (axis, shape) in merged:
             merged[(axis, shape)].envs += envs
             merged[(axis, shape)].changes += items
@@ -184,10 +204,10 @@ def _groups(doc: dict) -> list[_Group]:
         if g is not None:
             g.effects.append(e)
         else:
-            env = e["params"].get("overrides")
+            env = env_name(e["params"])
             loose["default" if is_default(doc, env) else str(env)].append(e)
     for cls, effects in loose.items():
-        envs = list(dict.fromkeys(e["params"].get("overrides") for e in effects))
+        envs = list(dict.fromkeys(env_name(e["params"]) for e in effects))
         groups.append(_Group("", envs, [], effects))
     return groups
 
@@ -222,13 +242,24 @@ def _kind(g: _Group) -> str:
     return "regression" if worse else "improvement" if better else "change"
 
 
-_FULL = {"block_size": "block_size", "max_model_len": "max_model_len",
-         "max_num_seqs": "max_num_seqs", "workload": "workload"}
-_FIELDS = ("block_size", "max_model_len", "max_num_seqs")
+_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "probe")
 
 
-def _fields(params: dict, names) -> str:
-    return ", ".join(f"{_FULL.get(k, k)} {params[k]}" for k in names if k in params)
+def _fields(doc: dict, params: dict, names) -> str:
+    """``block_size 64, max_model_len 2048``; a kernel probe with what it is, as the document
+    says (``probe review-4x3-kv-above (block_size 64, max_model_len 2048, step 150,150,150,150)``)."""
+    return ", ".join(_probe_text(doc, params[k]) if k == "probe" else f"{k} {params[k]}"
+                     for k in names if k in params)
+
+
+def _probe_text(doc: dict, name) -> str:
+    probe = doc.get("probes", {}).get(name)
+    if probe is None:
+        return f"probe {name}"
+    what = [f"{k} {v}" for k, v in probe["config"].items()] + [f"step {probe['step']}"]
+    if probe["per_sequence"]:
+        what.append("per-sequence path")
+    return f"probe {name} ({', '.join(what)})"
 
 
 def _group_text(doc: dict, g: _Group, kind: str) -> str:
@@ -236,13 +267,14 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     every = len(g.envs) > 1 and set(g.envs) >= set(doc["envs"]) and doc["envs"]
     where = ("every env compared" if every else env_text(doc, g.envs))
     items = g.changes + g.effects
-    configs = {config_key(x["params"])[:3] for x in items}
+    configs = {_where(x["params"]) for x in items}
     fixed = [k for k in _FIELDS if len({x["params"].get(k) for x in items}) == 1]
     varying = [k for k in _FIELDS if k not in fixed]
     what = {"regression": "regression", "trade-off": "trade-off", "improvement": "improvement",
             "change": "change", "acknowledged": "acknowledged change"}[kind]
     sample = items[0]["params"]
-    at = f" at {_fields(sample, fixed)}" if fixed else ""
+    at = _fields(doc, sample, fixed)
+    at = f" at {at}" if at else ""
     head = (f"{what} in the {where}" if default and not every else f"{what} in {where}"
             if every else f"{what} under {where}") + at + f" × {len(configs)} configs"
     parts = []
@@ -255,11 +287,11 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     worst = max(pool or g.effects, key=_log_factor, default=None)
     if g.changes:
         seen, shown = set(), []
-        for ld in sorted(g.changes, key=lambda ld: _order(config_key(ld["params"])[:3])):
-            key = config_key(ld["params"])[:3]
+        for ld in sorted(g.changes, key=lambda ld: _order(_where(ld["params"]))):
+            key = _where(ld["params"])
             if key not in seen:
                 seen.add(key)
-                shown.append(f"{_fields(ld['params'], varying)} "
+                shown.append(f"{_fields(doc, ld['params'], varying)} "
                              f"{ladder(ld['base'])} → {ladder(ld['head'])}".strip())
         parts.append(f"{AXIS_LABEL.get(g.axis, g.axis)} ladder " + "; ".join(shown[:4])
                      + ("; …" if len(shown) > 4 else ""))
@@ -277,13 +309,13 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
                    for m in EFFECTS for e in same if e["metric"] == m] or [
             f"{label(worst['metric'])} "
             f"{change_with_factor(worst['base'], worst['head'], unit(worst['metric']))}"]
-        place = _fields(worst["params"], varying + ["workload"])
+        place = _fields(doc, worst["params"], varying + ["workload"])
         parts.append("largest: " + "; ".join(effects) + (f" ({place})" if place else ""))
     compiles = sorted((e for e in g.effects if e["metric"] == COMPILES),
-                      key=lambda e: _order(config_key(e["params"])[:3]))
+                      key=lambda e: _order(_where(e["params"])))
     if compiles:
         per = list(dict.fromkeys(
-            f"{_fields(e['params'], varying) or 'each config'} {_fewer(e['base'], e['head'])}"
+            f"{_fields(doc, e['params'], varying) or 'each config'} {_fewer(e['base'], e['head'])}"
             for e in compiles))
         parts.append("compiled batched graphs per num_seqs bucket: " + "; ".join(per[:4])
                      + ("; …" if len(per) > 4 else ""))
@@ -386,7 +418,8 @@ def _unchanged_default(doc: dict) -> Finding | None:
     """Default configs whose batched num_blocks ladder did not move: 0 fewer compiles there."""
     moved = {config_key(x["params"]) for x in doc["ladders"] if x["axis"] == "batched_num_blocks"}
     moved |= {config_key(x["params"]) for x in doc["exact_changed"] if x["metric"] == COMPILES}
-    default = [c for c in doc["configs"] if is_default(doc, c.get("overrides"))]
+    default = [c for c in doc["configs"] if c.get("block_size") is not None
+               and is_default(doc, c.get("overrides"))]
     if not default or not (doc["ladders"] or doc["exact_changed"]):
         return None
     touched = {c.get("block_size") for c in default if config_key(c) in moved}
@@ -463,7 +496,8 @@ def findings(doc: dict) -> list[Finding]:
         if kind in ("regression", "trade-off", "improvement") and not default:
             order += 1
         worst = max((_log_factor(e) for e in g.effects), default=0.0)
-        out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis)))
+        out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis),
+                           g.changes + g.effects))
     for t in doc["timings"]:
         v = t["verdict"]
         if v["kind"] not in ("regression", "improvement"):
@@ -473,12 +507,12 @@ def findings(doc: dict) -> list[Finding]:
         p = f"p={v['p_value']:.2g}" if v["p_value"] is not None else ""
         advisory = " (advisory)" if doc["timing_advisory"] else ""
         slower = "slower" if v["kind"] == "regression" else "faster"
-        out.append(Finding(v["kind"], f"timing {v['kind']}{advisory}: {t['benchmark']} "
-                           f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
+        out.append(Finding(v["kind"], f"timing {v['kind']}{advisory}: {t['benchmark']} at "
+                           f"{_place_text(doc, t['params'])}: {v['ratio']:.2f}× ({slower}; "
                            f"median {format_value(median(t['base']), 's')} → "
                            f"{format_value(median(t['head']), 's')}; {ci_text}, {p})",
                            (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
-                            if v["ratio"] else 0, t["benchmark"])))
+                            if v["ratio"] else 0, t["benchmark"]), [t]))
     out.sort(key=lambda f: f.rank)
     for info in (_unchanged_default(doc), _code_finding(doc)):
         if info is not None:

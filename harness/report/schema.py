@@ -149,6 +149,20 @@ SCHEMA = {
                      "additionalProperties": _TEXT}},
         # ladder changes placed on the head's frontier (absent from older documents)
         "frontier": _FRONTIER,
+        # kernel probe name -> what it is: config, step, env in full (harness.measure.probe_set)
+        "probes": {"type": "object", "maxProperties": 1000,
+                   "propertyNames": {"type": "string", "minLength": 1, "maxLength": 200},
+                   "additionalProperties": {
+                       "type": "object", "additionalProperties": False,
+                       "required": ["config", "step", "env", "per_sequence"],
+                       "properties": {
+                           "config": {"type": "object", "maxProperties": 16,
+                                      "propertyNames": {"type": "string", "pattern": r"[a-z_]{1,40}"},
+                                      "additionalProperties": {"type": "integer"}},
+                           "step": _TEXT,
+                           "env": {"type": "object", "maxProperties": 64,
+                                   "propertyNames": _ENV_VAR, "additionalProperties": _TEXT},
+                           "per_sequence": {"type": "boolean"}}}},
         "expected": {"type": "object", "additionalProperties": False,
                      "required": ["file", "acknowledged", "unacknowledged", "stale"],
                      "properties": {"file": _TEXT,

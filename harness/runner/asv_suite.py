@@ -27,7 +27,7 @@ from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.runner.sessions import end_session
 from harness.store.compact import compact_results
-from harness.store.lock import results_lock
+from harness.store.lock import check_writable, results_lock
 from harness.store.names import checked_name
 from harness.subjects.source import gitrev
 
@@ -190,6 +190,7 @@ def write_identity(path: Path, target: Target, options: Options, skipped: list[d
 
 def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
     """Measure each target in turn, yielding a report as each one finishes."""
+    check_writable(options.results_dir, options.machine)
     options.log_dir.mkdir(parents=True, exist_ok=True)
     groups = _groups(options)
     with results_lock(options.results_dir), \
