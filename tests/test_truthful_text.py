@@ -121,7 +121,7 @@ def _said_place(at: str, items: list[dict]) -> None:
         assert all(i["params"].get("probe") == name for i in items), (name, at)
 
 
-HEAD = re.compile(r"^(?:regression|improvement|change|acknowledged change) "
+HEAD = re.compile(r"^(?:regression|improvement|trade-off|change|acknowledged change) "
                   r"(?:in the default config \(no env override\)|in every env compared|under .+?)"
                   r"(?: at (?P<at>.*?))? × (?P<n>\d+) configs: ")
 TIMED = re.compile(r"^timing (?:regression|improvement)(?: \(advisory\))?: \S+ at (?P<at>.+?): "

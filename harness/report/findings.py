@@ -332,7 +332,7 @@ def _placed(doc: dict, g: _Group, varying: list[str]) -> list[str]:
     for entry in doc.get("frontier", []):
         if config_key(entry["params"]) not in configs:
             continue
-        at = _fields(entry["params"], [k for k in varying if k in entry["params"]])
+        at = _fields(doc, entry["params"], [k for k in varying if k in entry["params"]])
         where = f" at {at}" if at else ""
         if entry.get("skipped") or not entry.get("sides"):
             out.append(f"not placed on the head's frontier{where}: {entry.get('skipped')}")
