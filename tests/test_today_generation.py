@@ -1,0 +1,344 @@
+"""The fixture's ``today`` generation (tests/fixtures/spyre_sources.py): today's spyre-inference in
+small — head-major K/V by default, a jagged path, the compile guard, a bucketer reading the
+model's per-layer KV heads, and (``today-spec``) a fork's speculative verify bucket.
+
+Two kinds of test. The fixture's own: driven directly (the harness's stand-ins, the commit's own
+builder and forward, kernels run eagerly), every path's output matches the float64 oracle and a
+planted error does not; its compile guard raises on a watched kernel's late compile. And what
+spyre-bench must do on it, as real subprocesses: strict xfails naming the branch that brings each
+(they pass, and so fail as xfails, once it is merged).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+from harness.config import EngineConfig
+from harness.measure.oracle import attention, compare
+from harness.subjects.load.loader import CaptureHandler, SourceTree, isolated, vllm_standins
+from harness.subjects.spyre.drive.kernel_proxy import intercepted_compile
+from harness.subjects.spyre.drive.steps import common_metadata
+from harness.workloads import Seq
+from tests.fixtures.spyre_repo import BUCKETER, GENERATIONS, TODAY, TODAY_SPEC
+from tests.fixtures.spyre_today import JAGGED_PLAN
+
+CFG = ("i32cfg: the engine config today's bucketer reads (parallel_config, "
+       "model_config.model_arch_config, get_num_kv_heads(parallel_config, layer), "
+       "speculative_config) and knobs from the commit's envs.py")
+PATHS = ("i32paths: the head-major default path, the jagged kernels' loop counts and calls, "
+         "the commit's compile guard")
+
+#: A small engine: every command on it takes seconds.
+SMALL = EngineConfig(block_size=64, max_model_len=512, max_num_seqs=8, max_num_batched_tokens=256,
+                     num_kv_heads=2, queries_per_kv=2, head_size=64)
+SMALL_ARGS = ["--block-size", "64", "--max-model-len", "512", "--max-num-seqs", "8",
+              "--max-num-batched-tokens", "256", "--num-kv-heads", "2", "--queries-per-kv", "2",
+              "--head-size", "64"]
+#: Eight decodes: batched where the path batches, B_s 8, 8 blocks in chunks of 4 (2 chunks).
+EIGHT_DECODES = "300,300,300,300,300,300,300,300"
+#: Four decodes and a 100-token prefill chunk: a jagged step has a decode and a tile group.
+MIXED = "300,300,300,300,200 | 1,1,1,1,100"
+
+
+# -- the fixture's own code, driven directly -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def today_tree(spyre_repo, tmp_path_factory) -> SourceTree:
+    return SourceTree.from_dir(spyre_repo.export(TODAY, tmp_path_factory.mktemp("today")))
+
+
+def _standins(handler):
+    """The harness's stand-ins, plus what today's tree imports that they may not have yet."""
+    table = vllm_standins(handler)
+    table.setdefault("vllm.utils.math_utils", types.SimpleNamespace(
+        cdiv=lambda a, b: -(-a // b),
+        next_power_of_2=lambda n: 1 if n < 1 else 1 << (n - 1).bit_length()))
+    name = "vllm.model_executor.layers.attention.attention"
+    if name in table and not hasattr(table[name].Attention, "forward"):
+        module = types.ModuleType(name)
+        module.__dict__.update(table[name].__dict__)
+        module.Attention = type("Attention", (table[name].Attention,),
+                                {"forward": lambda self, *a, **k: None})
+        table[name] = module
+    return table
+
+
+def _engine(config: EngineConfig, vllm_config_module):
+    dtype = getattr(torch, config.dtype)
+    ns = types.SimpleNamespace
+    model = ns(max_model_len=config.max_model_len, dtype=dtype, runner_type="generate",
+               model_arch_config=ns(per_layer_overrides=None),
+               get_num_attention_heads=lambda parallel=None: config.num_heads,
+               get_num_kv_heads=lambda parallel=None, layer=None: config.num_kv_heads)
+    return vllm_config_module.VllmConfig(
+        cache_config=ns(block_size=config.block_size, cache_dtype="auto"), model_config=model,
+        scheduler_config=ns(max_num_batched_tokens=config.max_num_batched_tokens,
+                            max_num_seqs=config.max_num_seqs),
+        parallel_config=ns(tensor_parallel_size=1, decode_context_parallel_size=1),
+        speculative_config=None,
+        compilation_config=ns(mode=vllm_config_module.CompilationMode.STOCK_TORCH_COMPILE,
+                              static_forward_context={}))
+
+
+def drive(tree: SourceTree, env: dict, step: tuple, config: EngineConfig = SMALL, seed: int = 0):
+    """One layer of ``step`` through the commit's platform-chosen backend, its kernels run:
+    (names of the kernels called, the worst output element's error over its fp16 allowance)."""
+    handler, proxies = CaptureHandler(), []
+    with isolated(env, tree, _standins(handler)):
+        with intercepted_compile(proxies):
+            platform = importlib.import_module("spyre_inference.platform")
+            module, _, name = platform.TorchSpyrePlatform._decoder_backend_path().rpartition(".")
+            backend = getattr(importlib.import_module(module), name)
+        vllm_config_module = sys.modules["vllm.config"]
+        vllm_config = _engine(config, vllm_config_module)
+        dtype, bs = getattr(torch, config.dtype), config.block_size
+        with vllm_config_module.set_current_vllm_config(vllm_config), \
+                intercepted_compile(proxies):
+            impl = backend.get_impl_cls()(num_heads=config.num_heads, head_size=config.head_size,
+                                          scale=config.head_size ** -0.5,
+                                          num_kv_heads=config.num_kv_heads)
+            attention_module = sys.modules["vllm.model_executor.layers.attention.attention"]
+            layer = attention_module.Attention(config.num_heads, config.head_size,
+                                               config.head_size ** -0.5, config.num_kv_heads,
+                                               prefix="layer", impl=impl)
+            vllm_config.compilation_config.static_forward_context["layer"] = layer
+            spec = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec(
+                block_size=bs, num_kv_heads=config.num_kv_heads, head_size=config.head_size,
+                dtype=dtype)
+            builder = backend.get_builder_cls()(spec, ["layer"], vllm_config,
+                                                torch.device("cpu"))
+        for proxy in proxies:
+            proxy.mode = "run"
+        pages = 1 + config.max_num_seqs * -(-config.max_model_len // bs)
+        shape = backend.get_kv_cache_shape(pages, bs, config.num_kv_heads, config.head_size)
+        layer.kv_cache = cache = (torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
+        cm = common_metadata(config, step, seed)
+        metadata = builder.build(0, cm)
+        gen = torch.Generator().manual_seed(seed)
+        keys, values = ([torch.randn(s.seq_len, config.num_kv_heads, config.head_size,
+                                     generator=gen).to(dtype) for s in step] for _ in range(2))
+        slots = torch.cat([cm.block_table_tensor[i, torch.arange(s.seq_len) // bs].long() * bs
+                           + torch.arange(s.seq_len) % bs for i, s in enumerate(step)])
+        impl.do_kv_cache_update(layer, torch.cat(keys), torch.cat(values), cache,
+                                impl.kv_write_index(slots, torch.device("cpu")))
+        query = torch.randn(sum(s.query_len for s in step), config.num_heads, config.head_size,
+                            generator=gen).to(dtype)
+        output = torch.zeros_like(query)
+        for proxy in proxies:
+            proxy.calls.clear()
+        impl.forward(layer, query, query, query, cache, metadata, output)
+        called = sorted({c.kernel for p in proxies for c in p.calls})
+    worst, start = 0.0, 0
+    for i, s in enumerate(step):
+        rows = slice(start, start + s.query_len)
+        start += s.query_len
+        expected = attention(query[rows].double(), keys[i].double(), values[i].double(),
+                             torch.arange(s.seq_len - s.query_len, s.seq_len),
+                             config.head_size ** -0.5, 0.0)
+        worst = max(worst, compare(output[rows], expected, dtype).worst_ratio)
+    return called, worst
+
+
+STEP = tuple([Seq(300)] * 8 + [Seq(200, 100), Seq(20, 20)])
+
+
+@pytest.mark.parametrize("env,kernels", [
+    ({}, ["batched_decode_head_major_kernel", "page_attn_head_major_prefill_kernel"]),
+    ({"SPYRE_ATTN_KV_LAYOUT": "token_major"}, ["page_attn_kernel"]),
+    ({"SPYRE_ATTN_KV_LAYOUT": "token_major", "SPYRE_ATTN_FOR_EACH_TILE": "0"},
+     ["batched_decode_kernel", "page_attn_kernel"]),
+    ({"SPYRE_BATCHED_DECODE": "0"},
+     ["page_attn_head_major_decode_kernel", "page_attn_head_major_prefill_kernel"]),
+    ({"SPYRE_JAGGED_ATTENTION": "1"}, ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"]),
+    ({"SPYRE_JAGGED_ATTENTION": "1", "SPYRE_ATTN_KV_LAYOUT": "token_major",
+      "SPYRE_JAGGED_PARALLEL_ENTRIES": "2"},
+     ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"]),
+], ids=["default", "token-major", "token-major-python-walk", "per-sequence-decode", "jagged",
+        "jagged-token-major-2-entries"])
+def test_every_path_of_today_matches_the_oracle(today_tree, env, kernels):
+    called, worst = drive(today_tree, env, STEP)
+    assert called == kernels
+    assert worst <= 1.0
+
+
+def test_a_planted_jagged_error_fails_the_oracle(spyre_repo, tmp_path):
+    """The check above can fail: a plan whose query rows see one key past their own position."""
+    bad = spyre_repo.edit(JAGGED_PLAN, "upper = relative.clamp(-1, block_size - 1)",
+                          "upper = (relative + 1).clamp(-1, block_size - 1)", parent=TODAY,
+                          message="planted: each query row sees the next key too")
+    tree = SourceTree.from_dir(spyre_repo.export(bad, tmp_path / "bad"))
+    called, worst = drive(tree, {"SPYRE_JAGGED_ATTENTION": "1"}, STEP)
+    assert "jagged_tile_attn_kernel" in called and worst > 1.0
+
+
+def test_todays_compile_guard_raises_on_a_watched_kernels_late_compile(today_tree):
+    handler = CaptureHandler()
+    with isolated({}, today_tree, _standins(handler)):
+        guard = importlib.import_module("spyre_inference.v1.worker.compile_guard")
+
+        def kernel(x, n):
+            return x * n
+
+        guard.watch(kernel, "a watched kernel")
+        compiled = torch.compile(kernel, backend="eager", dynamic=False)
+        try:
+            compiled(torch.ones(2), 2)                    # warmup: not reported
+            guard.arm(guard.parse_level("warn"))
+            compiled(torch.ones(3), 2)                    # a recompile: logged once
+            compiled(torch.ones(3), 2)
+            guard.arm(guard.CompileGuardLevel.ERROR)
+            with pytest.raises(guard.UnexpectedCompileError, match="a watched kernel recompiled"):
+                compiled(torch.ones(4), 2)
+        finally:
+            guard.reset()
+            torch._dynamo.reset()
+    assert [m for m in handler.messages if "unexpectedly" in m] == [
+        "a watched kernel recompiled unexpectedly (compile_id=0/1). This costs a full Inductor "
+        "compile here."]
+    with pytest.raises(ValueError, match="Invalid SPYRE_COMPILE_GUARD='strict'"):
+        guard.parse_level("strict")
+
+
+def test_today_sits_off_every_branch(spyre_repo):
+    """main, its history and GENERATIONS stay what every other test measures."""
+    assert spyre_repo.rev("main") == spyre_repo.rev(GENERATIONS[-1]) == spyre_repo.rev("gen4")
+    assert spyre_repo.rev(f"{TODAY}^") == spyre_repo.rev("gen4")
+    assert spyre_repo.rev(f"{TODAY_SPEC}^") == spyre_repo.rev(TODAY)
+    assert not spyre_repo.git("branch", "--contains", TODAY).strip()
+    assert spyre_repo.git("diff", "--name-only", TODAY, TODAY_SPEC).split() == [BUCKETER]
+
+
+# -- what spyre-bench must do on it ------------------------------------------------------------
+
+def spyre_bench(*args: str) -> tuple[subprocess.CompletedProcess, object]:
+    proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": "200"})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, (json.loads(proc.stdout) if proc.stdout.strip() else None)
+
+
+def _only(rows, spec: str) -> dict:
+    (row,) = rows
+    return row["subjects"][spec]
+
+
+@pytest.mark.xfail(strict=True, reason=CFG)
+def test_ladders_of_today_are_its_bucketers(spyre_repo):
+    spec = spyre_repo.spec(TODAY)
+    proc, rows = spyre_bench("ladders", "--subject", spec, *SMALL_ARGS,
+                             "--axes", "kv,query,num_blocks,num_seqs", "--json")
+    assert proc.returncode == 0, proc.stderr
+    ladders = _only(rows, spec)["ladders"]
+    assert ladders["kv"] == [64, 128, 256, 512]
+    assert ladders["query"] == [1, 256]
+    assert ladders["num_blocks"] == [1, 2, 4, 8]
+    assert ladders["num_seqs"] == [1, 2, 4, 8]     # from 1: today's builder batches any number
+
+
+@pytest.mark.xfail(strict=True, reason=CFG)
+def test_a_one_kv_head_model_walks_two_blocks_at_least_under_the_head_major_default(spyre_repo):
+    """The bucketer asks the model for each layer's KV heads after the tensor-parallel split
+    (get_num_kv_heads(parallel_config, layer)): one head lifts the smallest block bucket to 2,
+    head-major only."""
+    spec = spyre_repo.spec(TODAY)
+    one_head = [a if a != "2" or SMALL_ARGS[i - 1] != "--num-kv-heads" else "1"
+                for i, a in enumerate(SMALL_ARGS)]
+    proc, rows = spyre_bench("ladders", "--subject", spec, *one_head, "--axes", "num_blocks",
+                             "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _only(rows, spec)["ladders"]["num_blocks"] == [2, 4, 8]
+    proc, rows = spyre_bench("ladders", "--subject", spec, *one_head, "--axes", "num_blocks",
+                             "--env", "SPYRE_ATTN_KV_LAYOUT=token_major", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _only(rows, spec)["ladders"]["num_blocks"] == [1, 2, 4, 8]
+
+
+@pytest.mark.xfail(strict=True, reason=CFG)
+@pytest.mark.parametrize("tokens,query", [("0", [1, 256]), ("3", [1, 4, 256])])
+def test_speculative_tokens_add_the_verify_bucket_where_the_bucketer_reads_them(
+        spyre_repo, tokens, query):
+    """today-spec's bucketer reads speculative_config.num_speculative_tokens; today's does not."""
+    fork, upstream = spyre_repo.spec(TODAY_SPEC), spyre_repo.spec(TODAY)
+    proc, rows = spyre_bench("ladders", "--base", upstream, "--head", fork, *SMALL_ARGS,
+                             "--spec-tokens", tokens, "--axes", "query", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = rows
+    assert row["subjects"][fork]["ladders"]["query"] == query
+    assert row["subjects"][upstream]["ladders"]["query"] == [1, 256]
+
+
+def _cost(spyre_repo, *args: str) -> list[dict]:
+    spec = spyre_repo.spec(TODAY)
+    proc, rows = spyre_bench("cost", "--subject", spec, *SMALL_ARGS, *args, "--per-step", "--json")
+    assert proc.returncode == 0, proc.stderr
+    figures = _only(rows, spec)
+    assert "skipped" not in figures, figures
+    return figures["per_step"]
+
+
+@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+def test_cost_measures_todays_default_the_head_major_batched_path(spyre_repo):
+    """No override: the commit's own defaults (head-major, batched decode on, the tiled walk);
+    the split page index [chunks, E, 1] still walks 2 chunks."""
+    (step,) = _cost(spyre_repo, "--step", EIGHT_DECODES)
+    assert (step["path"], step["b_seqs"], step["b_blocks"]) == ("batched", 8, 8)
+    assert (step["blocks_per_chunk"], step["num_chunks"], step["iterations_per_layer"]) == (4, 2, 2)
+    assert step["padded_kv_slots"] == 8 * 8 * 64
+    # the mask carries the KV axis under the tiled walk; the slot index one tensor per KV head
+    assert step["h2d_bytes_by_tensor"]["mask_by_chunk"] == 8 * 8 * 2 * 64 * 2
+    assert step["h2d_bytes_by_tensor"]["kv_write_index"] == 2 * 8 * 8
+
+
+@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+def test_cost_of_token_major_runs_per_sequence_under_the_tiled_walk(spyre_repo):
+    (step,) = _cost(spyre_repo, "--env", "SPYRE_ATTN_KV_LAYOUT=token_major",
+                    "--step", EIGHT_DECODES)
+    assert step["path"] == "per-sequence" and step["iterations_per_layer"] == 8 * 8
+
+
+@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+def test_cost_reads_the_jagged_groups_loop_counts(spyre_repo):
+    """Decode group: 4 one-row tiles, 5 pages each (capacity 8) over 8 entries, 4 tiles a group,
+    so 1 group x 4 chunks; tile group: one 128-row tile over 4 pages. 8 page trips, 2 calls."""
+    (step,) = _cost(spyre_repo, "--env", "SPYRE_JAGGED_ATTENTION=1", "--step", MIXED)
+    assert step["iterations_per_layer"] == 4 + 4 and step["launches_per_layer"] == 2
+
+
+@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+def test_kernel_runs_todays_jagged_kernels_through_its_forward_and_the_oracle_passes(spyre_repo):
+    spec = spyre_repo.spec(TODAY)
+    proc, doc = spyre_bench("kernel", "--subject", spec, *SMALL_ARGS, "--env",
+                            "SPYRE_JAGGED_ATTENTION=1", "--step", MIXED, "--repeat", "2",
+                            "--warmup", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = doc["rows"]
+    assert "wrong" not in row and "skipped" not in row, row
+    (shape,) = row["timing"]["shapes"]
+    assert shape["through"] == "forward" and shape["launches"] == 2
+    assert shape["iterations_per_layer"] == 8 and shape["max_abs_error"] < 1e-2
+    assert row["graphs"]["graphs_by_kernel"] == {"jagged_decode_attn_kernel": 1,
+                                                 "jagged_tile_attn_kernel": 1}
+
+
+@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+def test_kernel_reports_todays_compile_guard_beside_its_own_late_compiles(spyre_repo):
+    """The commit's guard, armed at its strictest after warmup, flags each watched kernel that
+    compiles in the workload: with no warmup recorded, every graph the workload compiles."""
+    spec = spyre_repo.spec(TODAY)
+    proc, doc = spyre_bench("kernel", "--subject", spec, *SMALL_ARGS, "--step", EIGHT_DECODES,
+                            "--repeat", "2", "--warmup", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = doc["rows"]
+    graphs = row["graphs"]
+    guard = graphs["compile_guard"]
+    assert guard["level"] == "error_all"
+    assert guard["violations"] == graphs["late_compiles"] == 1
+    assert guard["agrees"] is True
