@@ -297,7 +297,7 @@ def test_cost_measures_todays_default_the_head_major_batched_path(spyre_repo):
     assert step["h2d_bytes_by_tensor"]["kv_write_index"] == 2 * 8 * 8
 
 
-@pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
+@pytest.mark.xfail(strict=True, reason=CFG)
 def test_cost_of_token_major_runs_per_sequence_under_the_tiled_walk(spyre_repo):
     (step,) = _cost(spyre_repo, "--env", "SPYRE_ATTN_KV_LAYOUT=token_major",
                     "--step", EIGHT_DECODES)
