@@ -90,7 +90,8 @@ def _engine(config: EngineConfig, vllm_config_module):
 
 def drive(tree: SourceTree, env: dict, step: tuple, config: EngineConfig = SMALL, seed: int = 0):
     """One layer of ``step`` through the commit's platform-chosen backend, its kernels run:
-    (names of the kernels called, the worst output element's error over its fp16 allowance)."""
+    (names of the kernels called, the shapes of their ``page_indices`` tables, the worst output
+    element's error over its fp16 allowance)."""
     handler, proxies = CaptureHandler(), []
     with isolated(env, tree, _standins(handler)):
         with intercepted_compile(proxies):
@@ -136,6 +137,8 @@ def drive(tree: SourceTree, env: dict, step: tuple, config: EngineConfig = SMALL
             proxy.calls.clear()
         impl.forward(layer, query, query, query, cache, metadata, output)
         called = sorted({c.kernel for p in proxies for c in p.calls})
+        tables = sorted(tuple(c.args["page_indices"].shape) for p in proxies for c in p.calls
+                        if "page_indices" in c.args)
     worst, start = 0.0, 0
     for i, s in enumerate(step):
         rows = slice(start, start + s.query_len)
@@ -144,28 +147,39 @@ def drive(tree: SourceTree, env: dict, step: tuple, config: EngineConfig = SMALL
                              torch.arange(s.seq_len - s.query_len, s.seq_len),
                              config.head_size ** -0.5, 0.0)
         worst = max(worst, compare(output[rows], expected, dtype).worst_ratio)
-    return called, worst
+    return called, tables, worst
 
 
 STEP = tuple([Seq(300)] * 8 + [Seq(200, 100), Seq(20, 20)])
+#: Four 5-page decodes: a jagged decode group spreads each over 2 page slots (8 entries).
+FOUR_DECODES = tuple([Seq(300)] * 4 + [Seq(200, 100)])
+#: Eight 3-page decodes: with 2 entries, 4 jagged groups of 2 tiles.
+SHORT_DECODES = tuple([Seq(150)] * 8)
 
 
-@pytest.mark.parametrize("env,kernels", [
-    ({}, ["batched_decode_head_major_kernel", "page_attn_head_major_prefill_kernel"]),
-    ({"SPYRE_ATTN_KV_LAYOUT": "token_major"}, ["page_attn_kernel"]),
-    ({"SPYRE_ATTN_KV_LAYOUT": "token_major", "SPYRE_ATTN_FOR_EACH_TILE": "0"},
-     ["batched_decode_kernel", "page_attn_kernel"]),
-    ({"SPYRE_BATCHED_DECODE": "0"},
-     ["page_attn_head_major_decode_kernel", "page_attn_head_major_prefill_kernel"]),
-    ({"SPYRE_JAGGED_ATTENTION": "1"}, ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"]),
-    ({"SPYRE_JAGGED_ATTENTION": "1", "SPYRE_ATTN_KV_LAYOUT": "token_major",
-      "SPYRE_JAGGED_PARALLEL_ENTRIES": "2"},
-     ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"]),
+@pytest.mark.parametrize("env,step,kernels,tables", [
+    ({}, STEP, ["batched_decode_head_major_kernel", "page_attn_head_major_prefill_kernel"], []),
+    ({"SPYRE_ATTN_KV_LAYOUT": "token_major"}, STEP, ["page_attn_kernel"], []),
+    ({"SPYRE_ATTN_KV_LAYOUT": "token_major", "SPYRE_ATTN_FOR_EACH_TILE": "0"}, STEP,
+     ["batched_decode_kernel", "page_attn_kernel"], []),
+    ({"SPYRE_BATCHED_DECODE": "0"}, STEP,
+     ["page_attn_head_major_decode_kernel", "page_attn_head_major_prefill_kernel"], []),
+    # decodes: 8 one-row tiles of 5 pages (capacity 8) over 8 entries, one group of 8 chunks;
+    # the 100- and 20-token prefills: one tile of 128 rows over 4 pages, one of 64 over 1
+    ({"SPYRE_JAGGED_ATTENTION": "1"}, STEP,
+     ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"],
+     [(1, 1, 32), (1, 4, 32), (1, 8, 8, 32)]),
+    # 4 tiles of 8 pages over 8 entries: each tile's pages in 2 slots, 4 chunks
+    ({"SPYRE_JAGGED_ATTENTION": "1", "SPYRE_ATTN_KV_LAYOUT": "token_major"}, FOUR_DECODES,
+     ["jagged_decode_attn_kernel", "jagged_tile_attn_kernel"], [(1, 4, 8, 32), (1, 4, 32)]),
+    # 8 tiles of 3 pages (capacity 4) over 2 entries: 4 groups of 2 tiles, 4 chunks each
+    ({"SPYRE_JAGGED_ATTENTION": "1", "SPYRE_JAGGED_PARALLEL_ENTRIES": "2"}, SHORT_DECODES,
+     ["jagged_decode_attn_kernel"], [(4, 4, 2, 32)]),
 ], ids=["default", "token-major", "token-major-python-walk", "per-sequence-decode", "jagged",
-        "jagged-token-major-2-entries"])
-def test_every_path_of_today_matches_the_oracle(today_tree, env, kernels):
-    called, worst = drive(today_tree, env, STEP)
-    assert called == kernels
+        "jagged-token-major-2-slots", "jagged-2-entries-4-groups"])
+def test_every_path_of_today_matches_the_oracle(today_tree, env, step, kernels, tables):
+    called, shapes, worst = drive(today_tree, env, step)
+    assert called == kernels and shapes == sorted(tables)
     assert worst <= 1.0
 
 
@@ -175,7 +189,7 @@ def test_a_planted_jagged_error_fails_the_oracle(spyre_repo, tmp_path):
                           "upper = (relative + 1).clamp(-1, block_size - 1)", parent=TODAY,
                           message="planted: each query row sees the next key too")
     tree = SourceTree.from_dir(spyre_repo.export(bad, tmp_path / "bad"))
-    called, worst = drive(tree, {"SPYRE_JAGGED_ATTENTION": "1"}, STEP)
+    called, _, worst = drive(tree, {"SPYRE_JAGGED_ATTENTION": "1"}, STEP)
     assert "jagged_tile_attn_kernel" in called and worst > 1.0
 
 
