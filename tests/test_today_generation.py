@@ -209,6 +209,8 @@ def test_todays_compile_guard_raises_on_a_watched_kernels_late_compile(today_tre
             compiled(torch.ones(3), 2)                    # a recompile: logged once
             compiled(torch.ones(3), 2)
             guard.arm(guard.CompileGuardLevel.ERROR)
+            with guard.allow_compile("a phase that compiles on purpose"):
+                compiled(torch.ones(5), 2)                # suspended: not reported
             with pytest.raises(guard.UnexpectedCompileError, match="a watched kernel recompiled"):
                 compiled(torch.ones(4), 2)
         finally:
@@ -318,9 +320,12 @@ def test_cost_measures_todays_default_the_head_major_batched_path(spyre_repo, co
     assert (step["path"], step["b_seqs"], step["b_blocks"]) == ("batched", 8, 8)
     assert (step["blocks_per_chunk"], step["num_chunks"], step["iterations_per_layer"]) == (4, 2, 2)
     assert step["padded_kv_slots"] == 8 * 8 * 64
-    # the mask carries the KV axis under the tiled walk; the slot index one tensor per KV head
-    assert step["h2d_bytes_by_tensor"]["mask_by_chunk"] == 8 * 8 * 2 * 64 * 2
+    # the slot index one int64 tensor per KV head; the rows repeated per block slot; the page
+    # ids split per chunk [2, 32, 1]; the mask [8, 8, KV 2, 1, 64] fp16 (its KV axis kept under
+    # the tiled walk): 5 copies
     assert step["h2d_bytes_by_tensor"]["kv_write_index"] == 2 * 8 * 8
+    assert step["h2d_bytes"] == 2 * 8 * 8 + 32 * 4 + 2 * 32 * 4 + 8 * 8 * 2 * 64 * 2
+    assert step["transfers"] == 5
 
 
 @pytest.mark.xfail(strict=True, reason=f"{CFG}; {PATHS}")
