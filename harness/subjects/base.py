@@ -72,6 +72,9 @@ class Bucketing:
     min_batched_seqs: int = 4
     #: What the bucketer warned about (non-power-of-two bs, appended or dropped override entries).
     notes: tuple[str, ...] = ()
+    #: Why no step batches although the switch is on, where the commit's impl declines what its
+    #: builder prepares (None: it does not, or the switch is off).
+    batched_declined: str | None = None
 
     def ladders(self) -> dict[str, Ladder | None]:
         """The axes by name, in display order."""

@@ -480,8 +480,9 @@ def _module(name: str, **attrs) -> types.ModuleType:
     return mod
 
 
-#: The hook :func:`close_modules` calls on a stand-in module when its load ends.
-CLOSE = "__spyre_bench_close__"
+#: The hooks :func:`open_modules` and :func:`close_modules` call on a stand-in module when its
+#: load's window opens and ends.
+OPEN, CLOSE = "__spyre_bench_open__", "__spyre_bench_close__"
 
 
 def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
@@ -552,6 +553,14 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
 
 def _no_attribute(name: str):
     raise AttributeError(name)
+
+
+def open_modules(table: dict[str, types.ModuleType]) -> None:
+    """Start what a load's stand-ins do outside themselves while its window is open."""
+    for mod in table.values():
+        opened = mod.__dict__.get(OPEN)
+        if opened is not None:
+            opened()
 
 
 def close_modules(table: dict[str, types.ModuleType]) -> None:

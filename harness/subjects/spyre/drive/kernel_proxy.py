@@ -90,6 +90,11 @@ class KernelProxy:
                     return self.target(*args, **kwargs)
             except Exception as exc:
                 raise KernelRaised(self.fn.__name__, exc) from exc
+        return self.recorded(arguments)
+
+    def recorded(self, arguments: dict):
+        """What a recorded call returns: ``out`` when the call passes one, else read-only zeros
+        shaped as the kernel's result (nothing computed)."""
         out = arguments.get("out")
         if out is not None:
             return out
