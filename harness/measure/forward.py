@@ -23,6 +23,7 @@ import torch._dynamo
 
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
+from harness.measure.guard import guard_workload
 from harness.measure.oracle import KernelMismatch, check_live
 from harness.measure.shape_timing import (
     budget_record,
@@ -182,6 +183,10 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
                 progress(f"{workload.name}: compiled graphs (forward)")
                 out["graphs"] = count_forward_graphs(session, subject, workload, costs,
                                                      options)
+                if session.compile_guard is not None:
+                    progress(f"{workload.name}: under the commit's compile guard")
+                    out["graphs"]["compile_guard"] = guard_workload(session, subject, workload,
+                                                                    costs, options)
             if options.time:
                 out["timing"] = time_forward(session, workload, costs, options, progress)
     except KernelMismatch as exc:

@@ -62,6 +62,9 @@ BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
 #: The one attention layer a session drives (its name in the engine's forward context).
 LAYER_NAME = "model.layers.0.self_attn.attn"
+#: The commit's own compile guard (newer commits), with the names spyre-bench arms it by.
+GUARD_MODULE = "spyre_inference.v1.worker.compile_guard"
+GUARD_NAMES = ("arm", "disarm", "allow_compile", "CompileGuardLevel", "UnexpectedCompileError")
 
 
 def _accessor(backend, name: str):
@@ -192,6 +195,15 @@ class BuilderSession:
                               "ladders (_num_seqs_buckets, _num_blocks_buckets) nor a bucketer "
                               "with num_seqs_buckets / num_blocks_buckets")
         return tuple(map(int, ladders[0])), tuple(map(int, ladders[1])), "bucketer"
+
+    @property
+    def compile_guard(self):
+        """The commit's compile guard module where its backend loaded one (and so registered its
+        kernels with it), else None."""
+        guard = sys.modules.get(GUARD_MODULE)
+        if guard is None or not all(hasattr(guard, n) for n in GUARD_NAMES):
+            return None
+        return guard
 
     @property
     def batched_on(self) -> bool:
