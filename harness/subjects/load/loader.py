@@ -334,6 +334,22 @@ def _restore_env(saved: dict) -> None:
             os.environ[name] = saved[name]
 
 
+def load_failure(exc: BaseException, tree: SourceTree) -> str:
+    """Why a module of the commit failed to load, naming whose the missing piece is: a
+    ``spyre_inference`` module its tree lacks is the commit's own gap; a name the vLLM its loads
+    see (stand-ins or real) or torch-spyre's stand-ins lack is the harness's."""
+    said = f"{type(exc).__name__}: {exc}{where(exc, tree)}"
+    missing = exc.name if isinstance(exc, ImportError) else None
+    if missing and missing.split(".")[0] == PACKAGE:
+        what = missing if isinstance(exc, ModuleNotFoundError) else f"a name from {missing}"
+        return f"imports {what}, which is not in this commit's tree ({said})"
+    if isinstance(exc, ImportError):
+        chosen = vllm_real.choice()
+        vllm = f"the real vLLM {chosen.version}" if chosen.real else "spyre-bench's vLLM stand-ins"
+        return f"cannot be loaded with {vllm}: {said}"
+    return f"raised while importing: {said}"
+
+
 def where(exc: BaseException, tree: SourceTree) -> str:
     """`` (file:line: source)`` of the deepest frame in the subject's own files, or ""."""
     ours = {tree.filename(rel): rel for rel in tree.files}

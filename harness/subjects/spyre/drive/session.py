@@ -37,6 +37,7 @@ from harness.subjects.load.loader import (
     CaptureHandler,
     SourceTree,
     isolated,
+    load_failure,
     module_path,
     vllm_standins,
     where,
@@ -116,9 +117,8 @@ class BuilderSession:
             try:
                 module = importlib.import_module(dotted)
             except Exception as exc:
-                raise NotDrivable(f"{self.origin}: {rel} cannot be loaded with "
-                                  f"spyre-bench's vLLM stand-ins: {type(exc).__name__}: {exc}"
-                                  f"{where(exc, self.tree)}") from None
+                raise NotDrivable(f"{self.origin}: {rel} {load_failure(exc, self.tree)}"
+                                  ) from None
         self.module = module
         self.backend = getattr(module, backend_name, None)
         self.builder_cls = _accessor(self.backend, "get_builder_cls") or getattr(
