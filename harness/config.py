@@ -16,6 +16,15 @@ from harness.errors import ConfigError
 from harness.ladders import Ladder, ceil_div
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+#: K/V cache dtypes a config may name (vLLM's ``CacheDType`` names the Spyre backends know of:
+#: "auto" is the model dtype; the FP8 names are those the newest head-major backends accept).
+#: Whether a commit takes one is its own answer: a backend that refuses it is that config's skip.
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+#: Fields one layer of a heterogeneous model may override (vLLM's ``per_layer_overrides``),
+#: by the harness's name, with the name of vLLM's ``ModelArchitectureConfig`` field.
+LAYER_FIELDS = {"num_kv_heads": "total_num_kv_heads", "head_size": "head_size"}
+#: Most speculative tokens a config may name: past this no verify step fits a token budget.
+MAX_SPEC_TOKENS = 64
 
 KV_BUCKETS = "SPYRE_ATTN_KV_BUCKETS"
 QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
@@ -95,18 +104,40 @@ class EngineConfig:
     #: The model's attention window in tokens (None: full attention), handed to the builder's
     #: K/V cache spec, the impl and (generation 4 on) the bucketer, as the engine does.
     sliding_window: int | None = None
+    #: The K/V cache's dtype (``cache_config.cache_dtype``, the impl's ``kv_cache_dtype``).
+    kv_cache_dtype: str = "auto"
+    #: Draft tokens a speculative-decoding engine verifies per step
+    #: (``speculative_config.num_speculative_tokens``; 0: no speculative config at all).
+    spec_tokens: int = 0
+    #: Per layer, the fields of :data:`LAYER_FIELDS` whose value differs from the model-wide one
+    #: (vLLM's ``model_arch_config.per_layer_overrides``), as ``((name, value), ...)`` per layer;
+    #: None for a model whose layers all agree.
+    layer_overrides: tuple[tuple[tuple[str, int], ...], ...] | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "sliding_window" and value is None:
+            if field.name in ("sliding_window", "layer_overrides") and value is None:
                 continue
             if field.name == "dtype":
                 if value not in DTYPE_BYTES:
                     raise ConfigError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {value!r}")
                 continue
+            if field.name == "kv_cache_dtype":
+                if value not in KV_CACHE_DTYPES:
+                    raise ConfigError(f"kv_cache_dtype must be one of "
+                                      f"{', '.join(KV_CACHE_DTYPES)}, got {value!r}")
+                continue
+            if field.name == "layer_overrides":
+                self._check_layers(value)
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{field.name} must be an integer, got {value!r}")
+            if field.name == "spec_tokens":
+                if not 0 <= value <= MAX_SPEC_TOKENS:
+                    raise ConfigError(f"spec_tokens must be a non-negative integer <= "
+                                      f"{MAX_SPEC_TOKENS}, got {value}")
+                continue
             if value < 1:
                 raise ConfigError(f"{field.name} must be >= 1, got {value}")
             if value > MAX_SIZE:
@@ -120,6 +151,27 @@ class EngineConfig:
             raise ConfigError(
                 f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
         self._check_footprint()
+
+    def _check_layers(self, layers) -> None:
+        """One entry per layer, each naming fields of :data:`LAYER_FIELDS` with a value no
+        larger than the model-wide one (vLLM's whole-model value is the largest layer's)."""
+        if not isinstance(layers, tuple) or len(layers) != self.num_layers:
+            raise ConfigError(f"layer_overrides must hold one entry per layer ({self.num_layers})")
+        for index, layer in enumerate(layers):
+            for name, value in layer:
+                if name not in LAYER_FIELDS:
+                    raise ConfigError(f"layer {index}: {name!r} cannot differ per layer; "
+                                      f"known: {', '.join(LAYER_FIELDS)}")
+                if isinstance(value, bool) or not isinstance(value, int) or \
+                        not 1 <= value <= getattr(self, name):
+                    raise ConfigError(f"layer {index}: {name} must be an integer from 1 to the "
+                                      f"model-wide {getattr(self, name)}, got {value!r}")
+
+    def layer(self, index: int) -> dict[str, int]:
+        """Layer ``index``'s own values of :data:`LAYER_FIELDS` (the model-wide ones where it
+        overrides none)."""
+        own = dict(self.layer_overrides[index]) if self.layer_overrides else {}
+        return {name: own.get(name, getattr(self, name)) for name in LAYER_FIELDS}
 
     def footprint(self) -> int:
         """Bytes the index tensors of one full step take (every sequence at max_model_len, a
@@ -154,7 +206,9 @@ class EngineConfig:
 
     def label(self) -> str:
         window = f" sw={self.sliding_window}" if self.sliding_window else ""
-        return f"bs={self.block_size} mml={self.max_model_len}{window}"
+        spec = f" spec={self.spec_tokens}" if self.spec_tokens else ""
+        kv = f" kv={self.kv_cache_dtype}" if self.kv_cache_dtype != "auto" else ""
+        return f"bs={self.block_size} mml={self.max_model_len}{window}{spec}{kv}"
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
 from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import prefetch, workload_figures
+from harness.matrix import case_variant
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
 from harness.report.tables import cell, console, print_json, table
@@ -87,7 +88,7 @@ def _render(rows, specs, per_step) -> None:
     body = []
     for r in rows:
         c = r["case"]
-        lead = [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"],
+        lead = [c["block_size"], c["max_model_len"], c["max_num_seqs"], case_variant(c),
                 r["workload"]]
         figs = [r["subjects"][s] for s in specs]
         skipped = [f.get("skipped") for f in figs]

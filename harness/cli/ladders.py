@@ -9,6 +9,7 @@ from harness.analyze.subjects_now import changed_fields
 from harness.cli import options
 from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import config_figures, field
+from harness.matrix import case_variant
 from harness.metrics import CONFIG_METRICS
 from harness.report.tables import cell, console, print_json, table
 
@@ -64,7 +65,7 @@ def run(args) -> int:
 
 
 def _case_cells(case: dict) -> list:
-    return [case["block_size"], case["max_model_len"], case["max_num_seqs"], case["overrides"]]
+    return [case["block_size"], case["max_model_len"], case["max_num_seqs"], case_variant(case)]
 
 
 def _render(rows, subjects, fields, changed_only) -> None:
