@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -34,23 +35,20 @@ BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
 #: them, and the embedded reference models them.
 BUCKET_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
 
-#: The attention path's other knobs (the newest ``envs.py``): handed to the commit, which parses
-#: them itself; what each accepts, checked here first so a typo is one clear line. A commit whose
-#: ``envs.py`` does not know a knob given is a skip naming it; the reference models none of them.
-KNOBS: dict[str, tuple[str, ...] | type] = {
-    "SPYRE_ATTN_KV_LAYOUT": ("token_major", "head_major"),
-    "SPYRE_ATTN_FOR_EACH_TILE": ("0", "1"),
-    "SPYRE_ATTN_MAX_CORES": int,
-    "SPYRE_ATTN_RECORD": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": int,
-    "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": int,
-    "SPYRE_MAX_NUM_PARTIAL_PREFILLS": int,
-    "SPYRE_COMPILE_GRANULARITY": ("block", "model"),
-    "DXP_LOOP_UNROLL": int,
-}
-ENV_VARS = BUCKET_VARS + tuple(KNOBS)
+#: Short names (in labels) of knobs the tiers sweep. Which knobs a commit offers, their defaults
+#: and how it reads them are its own ``envs.py``'s (harness.subjects.source.knobs), never a list
+#: here: a knob its registry lacks is a skip naming it, one no subject declares a usage error.
+LABELS = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
+          BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
+          "SPYRE_ATTN_FOR_EACH_TILE": "for_each_tile", "SPYRE_ATTN_MAX_CORES": "max_cores",
+          "SPYRE_ATTN_RECORD": "record", "SPYRE_JAGGED_ATTENTION": "jagged",
+          "SPYRE_JAGGED_PARALLEL_ENTRIES": "jagged_entries",
+          "SPYRE_MAX_NUM_PARTIAL_PREFILLS": "partial_prefills",
+          "SPYRE_COMPILE_GRANULARITY": "granularity"}
+#: The variables a load window always clears (with every one the commit's registry declares).
+ENV_VARS = tuple(LABELS)
+#: What an env variable's name may be (an override naming anything else is a typo).
+ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 #: Batched decode needs at least this many decodes in a step (spyre-inference's metadata builder,
 #: docs/spyre-inference.md, section 2); fewer run per sequence.
 MIN_BATCHED_SEQS = 4
@@ -63,30 +61,6 @@ MAX_SIZE = 2**31 - 1
 #: Bytes per K/V page and per token of the index tensors a full step needs on the harness's side
 #: (page permutation int64, block table int32, fill mask; slot mapping and positions int64).
 PAGE_INDEX_BYTES, TOKEN_INDEX_BYTES = 16, 24
-
-_SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
-          BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
-          "SPYRE_ATTN_FOR_EACH_TILE": "for_each_tile", "SPYRE_ATTN_MAX_CORES": "max_cores",
-          "SPYRE_ATTN_RECORD": "record", "SPYRE_JAGGED_ATTENTION": "jagged",
-          "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": "jagged_entries",
-          "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": "jagged_batch",
-          "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": "jagged_min_tile",
-          "SPYRE_MAX_NUM_PARTIAL_PREFILLS": "partial_prefills",
-          "SPYRE_COMPILE_GRANULARITY": "granularity", "DXP_LOOP_UNROLL": "unroll"}
-
-
-def parse_knob(name: str, raw: str) -> str:
-    """A knob's value as the commit will read it, or a ConfigError naming what it accepts."""
-    accepted = KNOBS[name]
-    if accepted is int:
-        try:
-            int(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r}: must be an integer") from None
-    elif raw not in accepted:
-        raise ConfigError(f"{name}={raw!r}: must be one of {', '.join(accepted)}")
-    return raw
-
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -262,13 +236,12 @@ class Overrides:
     def __post_init__(self) -> None:
         # Parse eagerly so a malformed override fails when the matrix is built, not mid-run.
         for name, value in self.raw:
-            if name not in ENV_VARS:
-                raise ConfigError(f"unknown override {name!r}; known: {', '.join(ENV_VARS)}")
+            if not ENV_NAME.fullmatch(name):
+                raise ConfigError(f"unknown override {name!r}: not an environment variable name "
+                                  f"(e.g. {KV_BUCKETS})")
             if name == BATCHED_DECODE:
                 parse_flag(name, value)
-            elif name in KNOBS:
-                parse_knob(name, value)
-            else:
+            elif name in BUCKET_VARS:
                 parse_bucket_list(name, value)
 
     @classmethod
@@ -317,12 +290,12 @@ class Overrides:
     @property
     def knobs(self) -> dict[str, str]:
         """The attention-path knobs given (beyond the bucket overrides)."""
-        return {k: v for k, v in self.raw if k in KNOBS}
+        return {k: v for k, v in self.raw if k not in BUCKET_VARS}
 
     def label(self) -> str:
         if not self.raw:
             return "none"
-        return " ".join(f"{_SHORT[k]}={v}" for k, v in self.raw)
+        return " ".join(f"{LABELS.get(k, k)}={v}" for k, v in self.raw)
 
     def with_env(self, **env: str) -> Overrides:
         merged = self.as_env()

@@ -39,6 +39,9 @@ OVERRIDE_SETS: dict[str, dict[str, str]] = {
     "python-loops": {**_ON, "SPYRE_ATTN_FOR_EACH_TILE": "0"},
     "jagged": {"SPYRE_JAGGED_ATTENTION": "1"},
 }
+#: Every variable a named set gives: known to the harness, so a subject lacking one skips
+#: (one no set names and no subject declares is a usage error: harness.cli.options).
+SET_VARIABLES = frozenset(name for env in OVERRIDE_SETS.values() for name in env)
 #: The override sets of the original review's questions (every subject, the reference included).
 REVIEW_SETS = ("none", "batched", "kv-above-limit", "kv-sparse", "num-seqs-low", "query-no-1")
 

@@ -8,16 +8,17 @@ import re
 
 from harness.config import (
     BATCHED_DECODE,
-    ENV_VARS,
+    BUCKET_VARS,
     KV_CACHE_DTYPES,
     MAX_SPEC_TOKENS,
     EngineConfig,
     Overrides,
 )
 from harness.errors import ConfigError
-from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
+from harness.matrix import OVERRIDE_SETS, SET_VARIABLES, TIERS, Case, expand, override_set
 from harness.presets import DEFAULT_PRESET, PRESETS, preset_config
 from harness.subjects import SPEC_HELP, Subject
+from harness.subjects.source.knobs import ENVS_FILE
 from harness.subjects.timeout import set_limit as set_subject_timeout
 from harness.worker import open_subject
 from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
@@ -192,8 +193,11 @@ def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> N
                        f"{k}={Overrides.from_env(v).label()}" for k, v in OVERRIDE_SETS.items())
                    + f" (default {default_overrides})")
     g.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"an env override ({', '.join(ENV_VARS)}); repeatable; merged into each "
-                        "named set, or a set of its own when --overrides is not given")
+                   help=f"an env override: a bucket variable ({', '.join(BUCKET_VARS)}) or a "
+                        f"knob the commit's {ENVS_FILE} declares (its default is measured where "
+                        "none is given; a commit without the knob skips, naming it); "
+                        "repeatable; merged into each named set, or a set of its own when "
+                        "--overrides is not given")
     g.add_argument("--batched", action="store_true",
                    help="shorthand for --env SPYRE_BATCHED_DECODE=1")
     p.set_defaults(default_overrides=default_overrides)
@@ -232,6 +236,31 @@ def cases(args) -> list[Case]:
     elif extra.raw:
         sets = [(f"{n}+{extra.label().replace(' ', '+')}", ov) for n, ov in sets]
     return expand(bases[presets[0]], block_sizes, mmls, mnss, sets, spec_tokens, bases)
+
+
+def check_knobs(subjects: list[Subject], cases: list[Case]) -> None:
+    """Every knob the cases give is one some subject's ``envs.py`` declares, or one the tiers'
+    named sets sweep, and is readable the way each declaring commit reads it (an integer where it
+    calls ``int()``): else one line (exit 2). A subject that lacks a known knob skips, naming it."""
+    given: dict[str, set[str]] = {}
+    for case in cases:
+        for name, value in case.overrides.knobs.items():
+            given.setdefault(name, set()).add(value)
+    for name, values in given.items():
+        declaring = [s for s in subjects if s.knobs and name in s.knobs]
+        if not declaring and name not in SET_VARIABLES:
+            offered = sorted(set().union(*(s.knobs or {} for s in subjects)) - set(BUCKET_VARS))
+            said = (f"declared: {', '.join(offered)}" if offered
+                    else "they declare only the bucket variables"
+                    if any(s.knobs is not None for s in subjects)
+                    else "none of them has a knob registry")
+            raise ConfigError(f"unknown knob {name}: no subject given declares it in its "
+                              f"{ENVS_FILE} ({said})")
+        for subject in declaring:
+            for value in sorted(values):
+                why = subject.knobs[name].check(value)
+                if why:
+                    raise ConfigError(f"{why} ({subject.spec})")
 
 
 def add_workloads(p: argparse.ArgumentParser) -> None:

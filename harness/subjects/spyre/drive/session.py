@@ -116,7 +116,8 @@ class BuilderSession:
             raise NotDrivable(f"{self.origin}: no {rel}" + (
                 f" (the backend {LAYOUT_KNOB}={layout} selects)" if layout else ""))
         standins = vllm_standins(self.handler)
-        self._stack.enter_context(isolated(self.overrides.as_env(), self.tree, standins))
+        caught = self._stack.enter_context(isolated(self.overrides.as_env(), self.tree,
+                                                    standins))
         with intercepted_compile(self.proxies):
             try:
                 module = importlib.import_module(dotted)
@@ -169,6 +170,13 @@ class BuilderSession:
                               f"{c.label()} failed: {type(exc).__name__}: {exc}"
                               f"{where(exc, self.tree)}") from None
         self.cache = KvCache(c, self.backend, self.layer, self.origin)
+        #: What the commit's code warned while its backend loaded and its builder (with the
+        #: bucketer it makes) was built, once each: its log, and Python warnings its own files
+        #: raised (not torch's, met along the way).
+        own = {self.tree.filename(rel) for rel in self.tree.files}
+        self.notes = tuple(dict.fromkeys([*self.handler.messages,
+                                          *(str(w.message) for w in caught
+                                            if w.filename in own)]))
 
     # -- what the builder owns -----------------------------------------------------------------
 
