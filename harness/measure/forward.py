@@ -76,6 +76,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
     for proxy in session.proxies:
         counters[proxy.fn.__name__] = counter = CompileCounterWithBackend(options.backend)
         proxy.target = torch.compile(proxy.fn, backend=counter, dynamic=False)
+        proxy.widen_indices()
     keys = {k for step in costs.steps for k in step.keys}
     c = session.config
     errors = []
@@ -250,3 +251,23 @@ def graph_counts(subject, case: Case, workload: Workload, device,
                               seed=0)
     with subject.builder_session(case.config, case.overrides) as session:
         return count_forward_graphs(session, subject, workload, costs, options)
+
+
+def guard_counts(subject, case: Case, workload: Workload, device,
+                 recompile_limit: int | None = None) -> dict:
+    """guard_workload for one case, opening and closing the subject's load; CapabilityMissing
+    where the commit has no compile guard."""
+    from types import SimpleNamespace
+
+    from harness.errors import CapabilityMissing
+
+    (costs,) = subject.workload_costs(case.config, case.overrides, [workload])
+    if isinstance(costs, HarnessError):
+        raise costs
+    options = SimpleNamespace(backend="eager", recompile_limit=recompile_limit, device=device,
+                              seed=0)
+    with subject.builder_session(case.config, case.overrides) as session:
+        if session.compile_guard is None:
+            raise CapabilityMissing(f"{subject.origin} has no compile guard "
+                                    "(v1/worker/compile_guard.py loaded by its backend)")
+        return guard_workload(session, subject, workload, costs, options)

@@ -13,8 +13,8 @@ workload runs as the engine would run it under the guard's strictest level:
    otherwise every variant compiles;
 2. the guard is armed (the commit's ``arm``) and every step's forward runs with its kernels
    compiled and its output checked against the oracle. A compile the guard raises for is one
-   violation, named by its step, key, label and compile id; the call is then repeated under the
-   guard's own ``allow_compile`` so the run goes on and every violation is counted.
+   violation, named by its step, key, label and compile id; the call is then repeated with the
+   guard disarmed (and armed again after it) so the run goes on and every violation is counted.
 
 Beside it, spyre-bench's own figures of the same run: the graphs compiled after warmup (by key)
 and the exact model's late keys (reached keys warmup does not record). Where they disagree, the
@@ -60,6 +60,8 @@ class _Run:
         self.session, self.guard, self.reached = session, guard, reached
         self.bs = session.config.block_size
         self.counters = {p: _CountingBackend(backend) for p in session.proxies}
+        for p in session.proxies:
+            p.widen_indices()
         self.compiled = {p: torch.compile(p.fn, backend=c, dynamic=False)
                          for p, c in self.counters.items()}
         #: warmup: key -> proxy of every variant the commit's recorder called
@@ -90,7 +92,7 @@ class _Run:
                     self.warm_compiled.add(key)
         return call
 
-    def step_target(self, proxy):
+    def step_target(self, proxy, level):
         compiled, counter, guard = self.compiled[proxy], self.counters[proxy], self.guard
 
         def call(*args, **kwargs):
@@ -102,9 +104,12 @@ class _Run:
                 key = _key(proxy, args, kwargs, self.bs)
                 self.violations.append({"step": self.step, "key": str(key),
                                         "message": str(exc).split(". ")[0]})
-                with guard.allow_compile("spyre-bench counts every violation of a workload"):
+                guard.disarm()
+                try:
                     counter.begin_call()
                     return compiled(*args, **kwargs)
+                finally:
+                    guard.arm(level)
             finally:
                 if counter.frame_count > before:
                     key = _key(proxy, args, kwargs, self.bs)
@@ -112,11 +117,11 @@ class _Run:
                     self.late[str(key)] += counter.frame_count - before
         return call
 
-    def targets(self, phase: str | None) -> None:
+    def targets(self, phase: str | None, level=None) -> None:
         for p in self.session.proxies:
             p.mode = "run"
             p.target = (p.fn if phase is None else
-                        self.warm_target(p) if phase == "warmup" else self.step_target(p))
+                        self.warm_target(p) if phase == "warmup" else self.step_target(p, level))
 
 
 def _warm(run: _Run, session, settings_limit: int) -> None:
@@ -178,7 +183,7 @@ def guard_workload(session, subject, workload, costs, options) -> dict:
                 run.targets(None)   # the K/V fill is the harness's, not the engine's
                 live = live_step(session, step, device, options.seed + i)
                 run.step = i
-                run.targets("workload")
+                run.targets("workload", level)
                 guard.arm(level)
                 try:
                     out = run_forward(session, live)

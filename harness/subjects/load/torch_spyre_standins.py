@@ -101,11 +101,13 @@ def spyre_hint(*args, **kwargs):
     yield
 
 
+#: ``Tensor.to`` as torch defines it, under each window's stand-in (innermost last).
+_PLAIN_TO: list = []
+
+
 def _placements(c_module: types.ModuleType):
     """(open, close) of ``Tensor.to`` taking ``device_layout`` while the window is open."""
     import torch
-
-    saved = []
 
     def open_():
         real = torch.Tensor.to
@@ -117,14 +119,31 @@ def _placements(c_module: types.ModuleType):
                     hook(self)
             return real(self, *args, **kwargs)
 
-        saved.append(real)
+        _PLAIN_TO.append(real)
         torch.Tensor.to = to
 
     def close():
-        if saved:
-            torch.Tensor.to = saved.pop()
+        if _PLAIN_TO:
+            torch.Tensor.to = _PLAIN_TO.pop()
 
     return open_, close
+
+
+@contextlib.contextmanager
+def plain_tensor_to():
+    """torch's own ``Tensor.to`` while a kernel runs: no kernel passes a device layout, and
+    Dynamo traces a kernel's ``.to`` as torch's (through the stand-in, under a torch function
+    mode, it breaks the graph on the builtin the stand-in calls)."""
+    import torch
+
+    if not _PLAIN_TO:
+        yield
+        return
+    standin, torch.Tensor.to = torch.Tensor.to, _PLAIN_TO[0]
+    try:
+        yield
+    finally:
+        torch.Tensor.to = standin
 
 
 class _InductorConfig(types.ModuleType):

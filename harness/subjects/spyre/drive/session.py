@@ -69,7 +69,7 @@ IMPL_CLASS = "SpyreAttentionImpl"
 LAYER_NAME = "model.layers.0.self_attn.attn"
 #: The commit's own compile guard (newer commits), with the names spyre-bench arms it by.
 GUARD_MODULE = "spyre_inference.v1.worker.compile_guard"
-GUARD_NAMES = ("arm", "disarm", "allow_compile", "CompileGuardLevel", "UnexpectedCompileError")
+GUARD_NAMES = ("arm", "disarm", "CompileGuardLevel", "UnexpectedCompileError")
 
 
 def _accessor(backend, name: str):
@@ -317,7 +317,7 @@ class BuilderSession:
             p.calls.clear()
         if self.transfers is not None:
             self.transfers.clear()
-            self.transfers.names.clear()
+            self.transfers.forget()
 
     def kv_cache(self, device, pages: int, placeholder: bool = False):
         """The session's one K/V cache (:class:`KvCache`), bound to its layer on first use."""

@@ -69,6 +69,9 @@ class TransferLog:
         #: (name, torch.Size, torch dtype, bytes) -> calls
         self._counts: dict[tuple, int] = {}
         self.names: dict[int, str] = {}
+        #: storage address -> name, of the metadata's own tensor fields: a view of one (the
+        #: head-major mirror reshapes its chunk index and mask) is named after the field
+        self.storages: dict[int, str] = {}
         #: code object -> function name, of the subject's functions that called convert
         self._callers: dict = {}
 
@@ -84,10 +87,20 @@ class TransferLog:
     def _count(self, tensor, depth: int) -> None:
         # named after the metadata field holding it, else after the subject's function that
         # made the copy (kv_write_index, _staging_buffers, ...), ``depth`` frames up
-        name = self.names.get(id(tensor)) or _caller_name(self._callers, depth)
+        name = (self.names.get(id(tensor)) or self._storage_name(tensor)
+                or _caller_name(self._callers, depth))
         key = (name, tensor.shape, tensor.dtype, tensor.nbytes)
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
+
+    def _storage_name(self, tensor) -> str | None:
+        if not self.storages:
+            return None
+        try:
+            address = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return None
+        return self.storages.get(address) if address else None
 
     def placed(self, tensor) -> None:
         """A tensor the subject placed with ``Tensor.to(device, device_layout=...)`` (the
@@ -97,6 +110,11 @@ class TransferLog:
     def clear(self) -> None:
         self._counts.clear()
 
+    def forget(self) -> None:
+        """Drop the names of the last step's tensors (an address may be reused by the next)."""
+        self.names.clear()
+        self.storages.clear()
+
     def counts(self) -> dict[Transfer, int]:
         """The transfers since the last :meth:`clear`: each kind and how many times."""
         return {Transfer(name, tuple(shape), _dtype_name(dtype), nbytes): n
@@ -105,7 +123,7 @@ class TransferLog:
     def name_fields(self, metadata, clear: bool = True) -> None:
         """Name tensors after the metadata attribute (or dict key) that holds them."""
         if clear:
-            self.names.clear()
+            self.forget()
         import torch
 
         tensor, name_of = torch.Tensor, self.names.setdefault
@@ -131,6 +149,9 @@ class TransferLog:
 
         for attr, value in vars(metadata).items():
             visit(value, attr.removesuffix("_cpu"))
+            if isinstance(value, tensor) and value.numel():
+                self.storages.setdefault(value.untyped_storage().data_ptr(),
+                                         attr.removesuffix("_cpu"))
 
 
 def wrap_convert(origin: str, tree: SourceTree) -> TransferLog:
