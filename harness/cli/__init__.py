@@ -10,7 +10,7 @@ from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
 from harness.interrupts import as_keyboard_interrupt
 
 COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
-            "changes", "bisect", "report", "comment")
+            "merge", "changes", "bisect", "report", "comment")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -111,12 +111,13 @@ def prepare(probe: Probe, subject: Subject, device) -> Prepared:
 
 def _prepare_forward(probe: Probe, subject: Subject, device):
     """The probe through the subject's own builder and forward (kernels of any convention); the
-    per-sequence baseline is the same batch with batched decode off."""
+    per-sequence baseline is the same batch with batched decode off (said: a commit's own
+    default may be on)."""
     from harness.measure.forward import PreparedForward
 
     env = dict(probe.env)
     if probe.per_sequence:
-        env.pop(BATCHED_DECODE, None)
+        env[BATCHED_DECODE] = "0"
     return PreparedForward(subject, probe.engine_config(), Overrides.from_env(env),
                            parse_step(probe.step, probe.name), device)
 

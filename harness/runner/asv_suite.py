@@ -26,6 +26,7 @@ from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.runner.sessions import end_session
+from harness.store.compact import compact_results
 from harness.store.lock import results_lock
 from harness.store.names import checked_name
 from harness.subjects.source import gitrev
@@ -160,7 +161,7 @@ def subject_snapshot(spec: str, tier: str) -> tuple[list, dict | None]:
     """What ASV cannot store (it stores numbers): the subject's ladders for every config of the
     tier, and the content hash of each attention-path module it ran (None: no source tree)."""
     from harness.evaluate import config_figures
-    from harness.matrix import tier_cases
+    from harness.matrix import TIERS, tier_cases
     from harness.worker import open_subject
     try:
         subject = open_subject(spec)
@@ -168,9 +169,10 @@ def subject_snapshot(spec: str, tier: str) -> tuple[list, dict | None]:
         return [{"skipped": str(exc)}], None
     out = []
     with contextlib.closing(subject):   # one worker per target, ended before the next
+        names = suite.key_names(TIERS[tier])
         for case in tier_cases(tier):
             fig = config_figures(subject, case)
-            out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
+            out.append({"config": dict(zip(names, suite.case_key(case, TIERS[tier]))),
                         "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
     return out, subject.sources
 
@@ -259,6 +261,7 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         finally:
             out = results_file(options, target.commit)
             if out.exists():
+                compact_results(out)     # after the last group: ASV's saves add blanks back
                 write_identity(out, target, options, kept_skips + _read_skips(skip_log),
                                interrupted, done)
             skip_log.unlink(missing_ok=True)

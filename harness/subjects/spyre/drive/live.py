@@ -80,10 +80,19 @@ def run_forward(session: BuilderSession, live: LiveStep):
         p.mode = "run"
         p.calls.clear()
     try:
-        session.impl.forward(session.layer, live.query, live.query, live.query, live.kv_cache,
-                             live.metadata, live.output)
+        session.call_impl(live.query, live.kv_cache, live.metadata, live.output)
     except (NotDrivable, KernelRaised):
         raise
     except Exception as exc:
         raise session.raised(f"{IMPL_CLASS}.forward()", exc) from None
     return live.output
+
+
+def reached_keys(session: BuilderSession, live: LiveStep) -> tuple:
+    """The compile keys the last :func:`run_forward` on ``live`` reached, each kernel call read
+    by its path (:mod:`harness.subjects.spyre.drive.paths`)."""
+    from harness.subjects.spyre.drive.paths import read_step
+
+    calls = [c for p in session.proxies for c in p.calls]
+    return tuple(read_step(calls, live.step, live.metadata, session.config.block_size,
+                           lambda step, metadata: "").keys)
