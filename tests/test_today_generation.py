@@ -226,7 +226,7 @@ def test_today_sits_off_every_branch(spyre_repo):
 
 
 # -- what spyre-bench must do on it ------------------------------------------------------------
-# Six subprocesses in all (module fixtures), each test reading its part: the default run's time.
+# Four subprocesses in all (module fixtures), each test reading its part: the default run's time.
 
 def spyre_bench(*args: str) -> tuple[subprocess.CompletedProcess, object]:
     proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
@@ -236,7 +236,8 @@ def spyre_bench(*args: str) -> tuple[subprocess.CompletedProcess, object]:
 
 
 def _row(rows, **case) -> dict:
-    """The one row whose case has these values (a case leaves out 0 speculative tokens)."""
+    """The one row whose case has these values (a case leaves out 0 speculative tokens and the
+    default preset: None here)."""
     (row,) = [r for r in rows
               if all(r["case"].get(k, 0 if k == "spec_tokens" else None) == v
                      for k, v in case.items())]
@@ -245,16 +246,18 @@ def _row(rows, **case) -> dict:
 
 @pytest.fixture(scope="module")
 def ladders(spyre_repo):
-    """today (base) and today-spec (head) at 0 and 3 speculative tokens."""
+    """today (base) and today-spec (head) at 0 and 3 speculative tokens, for the default model
+    and one with per-layer K/V heads (some layers one head)."""
     return spyre_bench("ladders", "--base", spyre_repo.spec(TODAY), "--head",
                        spyre_repo.spec(TODAY_SPEC), *SMALL_ARGS, "--spec-tokens", "0,3",
+                       "--preset", "granite-3.3-8b,mixed-kv-heads",
                        "--axes", "kv,query,num_blocks,num_seqs", "--json")
 
 
 def test_ladders_of_today_are_its_bucketers(spyre_repo, ladders):
     proc, rows = ladders
     assert proc.returncode == 0, proc.stderr
-    found = _row(rows, spec_tokens=0)["subjects"][spyre_repo.spec(TODAY)]["ladders"]
+    found = _row(rows, spec_tokens=0, preset=None)["subjects"][spyre_repo.spec(TODAY)]["ladders"]
     assert found["kv"] == [64, 128, 256, 512]
     assert found["query"] == [1, 256]
     assert found["num_blocks"] == [1, 2, 4, 8]
@@ -267,37 +270,38 @@ def test_speculative_tokens_add_the_verify_bucket_where_the_bucketer_reads_them(
     """today-spec's bucketer reads speculative_config.num_speculative_tokens; today's does not."""
     proc, rows = ladders
     assert proc.returncode == 0, proc.stderr
-    subjects = _row(rows, spec_tokens=tokens)["subjects"]
+    subjects = _row(rows, spec_tokens=tokens, preset=None)["subjects"]
     assert subjects[spyre_repo.spec(TODAY_SPEC)]["ladders"]["query"] == query
     assert subjects[spyre_repo.spec(TODAY)]["ladders"]["query"] == [1, 256]
 
 
-def test_a_one_kv_head_model_walks_two_blocks_at_least_under_the_head_major_default(spyre_repo):
-    """The bucketer asks the model for each layer's KV heads after the tensor-parallel split
-    (get_num_kv_heads(parallel_config, layer)): one head lifts the smallest block bucket to 2
-    (two heads: from 1, as above)."""
-    spec = spyre_repo.spec(TODAY)
-    one_head = [a if a != "2" or SMALL_ARGS[i - 1] != "--num-kv-heads" else "1"
-                for i, a in enumerate(SMALL_ARGS)]
-    proc, rows = spyre_bench("ladders", "--subject", spec, *one_head, "--axes", "num_blocks",
-                             "--json")
+def test_a_layer_with_one_kv_head_lifts_the_smallest_block_bucket_under_head_major(spyre_repo,
+                                                                                  ladders):
+    """The bucketer asks the model for each layer's K/V heads (model_arch_config's
+    per_layer_overrides, get_num_kv_heads(parallel_config, arch[i])): where a layer has one,
+    head-major (today's default) walks two blocks at least."""
+    proc, rows = ladders
     assert proc.returncode == 0, proc.stderr
-    (row,) = rows
-    assert row["subjects"][spec]["ladders"]["num_blocks"] == [2, 4, 8]
+    found = _row(rows, spec_tokens=0, preset="mixed-kv-heads")["subjects"]
+    assert found[spyre_repo.spec(TODAY)]["ladders"]["num_blocks"] == [2, 4, 8]
 
 
 @pytest.fixture(scope="module")
 def cost(spyre_repo):
-    """The commit's defaults and its jagged path, on eight decodes and on a mixed step."""
+    """The commit's defaults and its jagged path on 2 parallel entries (SPYRE_JAGGED_PARALLEL_
+    ENTRIES, a knob only its envs.py names; nothing else reads it), on eight decodes and on a
+    mixed step."""
     return spyre_bench("cost", "--subject", spyre_repo.spec(TODAY), *SMALL_ARGS,
-                       "--overrides", "none,jagged", "--step", EIGHT_DECODES, "--step", MIXED,
-                       "--per-step", "--json")
+                       "--overrides", "none,jagged", "--env", "SPYRE_JAGGED_PARALLEL_ENTRIES=2",
+                       "--step", EIGHT_DECODES, "--step", MIXED, "--per-step", "--json")
 
 
-def _steps(spyre_repo, done, overrides: str) -> list[dict]:
+def _steps(spyre_repo, done, jagged: bool) -> list[dict]:
+    """The per-step figures of the cost row with (or without) the jagged path."""
     proc, rows = done
-    assert rows, proc.stderr
-    figures = _row(rows, overrides=overrides)["subjects"][spyre_repo.spec(TODAY)]
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [r for r in rows if ("SPYRE_JAGGED_ATTENTION" in r["case"]["env"]) == jagged]
+    figures = row["subjects"][spyre_repo.spec(TODAY)]
     assert "skipped" not in figures, figures
     return figures["per_step"]
 
@@ -305,7 +309,7 @@ def _steps(spyre_repo, done, overrides: str) -> list[dict]:
 def test_cost_measures_todays_default_the_head_major_batched_path(spyre_repo, cost):
     """No override: the commit's own defaults (head-major, batched decode on, the tiled walk);
     the split page index [chunks, E, 1] still walks 2 chunks."""
-    step = _steps(spyre_repo, cost, "none")[0]
+    step = _steps(spyre_repo, cost, jagged=False)[0]
     assert (step["path"], step["b_seqs"], step["b_blocks"]) == ("batched", 8, 8)
     assert (step["blocks_per_chunk"], step["num_chunks"], step["iterations_per_layer"]) == (4, 2, 2)
     assert step["padded_kv_slots"] == 8 * 8 * 64
@@ -317,25 +321,12 @@ def test_cost_measures_todays_default_the_head_major_batched_path(spyre_repo, co
     assert step["transfers"] == 5
 
 
-def test_cost_reads_the_jagged_groups_loop_counts(spyre_repo, cost):
-    """The mixed step's decode group: 4 one-row tiles of 5 pages (capacity 8) over 8 entries,
-    4 tiles a group, so 1 group x 4 chunks; its tile group: one 128-row tile over 4 pages.
-    8 page trips in 2 calls."""
-    step = _steps(spyre_repo, cost, "jagged")[1]
-    assert step["iterations_per_layer"] == 4 + 4 and step["launches_per_layer"] == 2
-
-
-def test_a_knob_only_the_commits_envs_py_names_reaches_its_jagged_plan(spyre_repo):
-    """SPYRE_JAGGED_PARALLEL_ENTRIES is in today's registry, in no list of spyre-bench's: eight
-    3-page decodes over 2 entries walk 4 groups of 4 chunks (over the default 4: 2 groups)."""
-    spec = spyre_repo.spec(TODAY)
-    proc, rows = spyre_bench("cost", "--subject", spec, *SMALL_ARGS, "--env",
-                             "SPYRE_JAGGED_ATTENTION=1", "--env", "SPYRE_JAGGED_PARALLEL_ENTRIES=2",
-                             "--step", ",".join(["150"] * 8), "--per-step", "--json")
-    assert proc.returncode == 0, proc.stderr
-    (row,) = rows
-    (step,) = row["subjects"][spec]["per_step"]
-    assert step["iterations_per_layer"] == 4 * 4 and step["launches_per_layer"] == 1
+def test_cost_reads_the_jagged_groups_loop_counts_of_the_commits_own_knob(spyre_repo, cost):
+    """The mixed step's decode group: 4 one-row tiles of 5 pages (capacity 8) over 2 entries,
+    2 tiles a group: 2 groups x 8 chunks (over the default 64 entries: 1 x 4); its tile group:
+    one 128-row tile over 4 pages. 20 page trips in 2 calls."""
+    step = _steps(spyre_repo, cost, jagged=True)[1]
+    assert step["iterations_per_layer"] == 2 * 8 + 4 and step["launches_per_layer"] == 2
 
 
 def test_cost_of_token_major_runs_per_sequence_under_the_tiled_walk(spyre_repo):
