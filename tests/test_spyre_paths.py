@@ -132,6 +132,7 @@ def test_a_layout_placement_is_stood_in_counted_and_computes_what_the_oracle_say
     (row,) = doc["rows"]
     (shape,) = row["timing"]["shapes"]
     assert shape["path"] == "batched" and shape["max_abs_error"] < 1e-2
+    assert row["oracle"] == "float16: |out - ref| <= 0.01 + 0.01*|ref|"
 
 
 @pytest.fixture(scope="module")
