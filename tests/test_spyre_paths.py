@@ -203,3 +203,17 @@ def test_guard_violations_are_an_asv_series(spyre_repo, gaps, tmp_path):
     assert set(gen4.status) == {"skipped"}
     assert any("has no compile guard" in s["reason"]
                for s in load_identity(gen4.iloc[0]["file"])["skipped"])
+
+
+def test_compare_checks_the_paths_a_commit_offers_through_its_forward(spyre_repo, tmp_path):
+    """--oracle runs the quick tier's four probes and, where a side's registry declares their
+    knobs, the jagged (decodes; decodes beside a prefill chunk) and token-major probes: seven
+    outputs of today's own forward, each against the float64 oracle."""
+    spec = spyre_repo.spec(TODAY)
+    proc, _ = spyre_bench("compare", "--base", spec, "--head", spec, "--oracle", *SMALL,
+                          "--workload", "four-3-block-decodes", "--json",
+                          str(tmp_path / "c.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["oracle"] == {"matched": 7, "checked": 7}
+    assert not (doc["skipped"] or doc["lost"] or doc["mismatches"])
