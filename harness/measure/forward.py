@@ -24,7 +24,7 @@ import torch._dynamo
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
 from harness.measure.guard import guard_workload
-from harness.measure.oracle import KernelMismatch, check_live
+from harness.measure.oracle import TOLERANCES, KernelMismatch, check_live
 from harness.measure.shape_timing import (
     budget_record,
     sampling,
@@ -34,8 +34,21 @@ from harness.measure.shape_timing import (
 )
 from harness.measure.timing import Budget, TimedLayer, measure
 from harness.subjects.spyre.drive.errors import KernelRaised
-from harness.subjects.spyre.drive.live import live_step, reached_keys, run_forward
+from harness.subjects.spyre.drive.live import kv_grid, live_step, reached_keys, run_forward
 from harness.workloads import Workload
+
+
+def oracle_basis(session) -> str:
+    """What every output row is held to, in words (the row states it): the model dtype's
+    tolerance, and for a K/V cache coarser than the model (FP8) the grid K/V are drawn on."""
+    dtype = getattr(torch, session.config.dtype)
+    atol, rtol = TOLERANCES[dtype]
+    said = f"{session.config.dtype}: |out - ref| <= {atol:g} + {rtol:g}*|ref|"
+    grid = kv_grid(session)
+    if grid is not None:
+        said += (f"; K/V drawn on the {str(grid).removeprefix('torch.')} grid of the "
+                 f"{session.config.kv_cache_dtype} cache, which stores them exactly at scale 1")
+    return said
 
 
 def check_path(session, live, cost, where: str) -> None:
@@ -180,6 +193,7 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
         if isinstance(costs, HarnessError):
             raise costs
         with subject.builder_session(case.config, case.overrides) as session:
+            out["oracle"] = oracle_basis(session)
             if options.graphs:
                 progress(f"{workload.name}: compiled graphs (forward)")
                 out["graphs"] = count_forward_graphs(session, subject, workload, costs,

@@ -59,6 +59,28 @@ FULL = QUICK + (
 )
 TIERS = {"quick": QUICK, "full": FULL, "tiny": (QUICK[0], QUICK[3])}
 
+#: A small shape the newest backends take (their kernels want a head size of 64 or more).
+SMALL_FORWARD = dict(SMALL, head_size=64)
+#: Paths a commit offers through a knob of its own (its envs.py registry), each driven through
+#: the commit's forward: jagged attention's decode groups alone and beside a query-tile group,
+#: and the token-major cache where a commit defaults to head-major (its default layout is
+#: what every probe above runs).
+PATH_PROBES = (
+    Probe("small-jagged-decodes", SMALL_FORWARD, "300,300,300,300",
+          env={"SPYRE_JAGGED_ATTENTION": "1"}),
+    Probe("small-jagged-mixed", SMALL_FORWARD, "300,300,300,300,200 | 1,1,1,1,100",
+          env={"SPYRE_JAGGED_ATTENTION": "1"}),
+    Probe("small-token-major", SMALL_FORWARD, "300,300,300,300",
+          env={"SPYRE_ATTN_KV_LAYOUT": "token_major"}),
+)
+
+
+def for_subjects(tier: str, *subjects) -> tuple[Probe, ...]:
+    """The tier's probes, then each path probe whose knobs some subject's registry declares (a
+    side without them skips it, naming the knob; subjects that have none never run it)."""
+    declared = set().union(*((getattr(s, "knobs", None) or {}) for s in subjects))
+    return TIERS[tier] + tuple(p for p in PATH_PROBES if set(p.env) <= declared)
+
 
 class ProbeSkipped(HarnessError):
     """The subject cannot run this probe (no kernel, generation mismatch, cache too large)."""
@@ -118,6 +140,10 @@ def _prepare_forward(probe: Probe, subject: Subject, device):
     env = dict(probe.env)
     if probe.per_sequence:
         env[BATCHED_DECODE] = "0"
-    return PreparedForward(subject, probe.engine_config(), Overrides.from_env(env),
+    overrides = Overrides.from_env(env)
+    unknown = subject.unknown_knobs(overrides)
+    if unknown:   # it would run its default path under this probe's name
+        raise ProbeSkipped(f"{subject.origin} has no knob {', '.join(unknown)}")
+    return PreparedForward(subject, probe.engine_config(), overrides,
                            parse_step(probe.step, probe.name), device)
 

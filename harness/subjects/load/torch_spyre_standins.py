@@ -5,14 +5,16 @@ always; ``ops/tile_loop.walk_tiles`` while ``SPYRE_ATTN_FOR_EACH_TILE`` is on) a
 backend caps the attention compile's cores through ``torch_spyre._inductor.config``. Where
 torch-spyre is installed (a Spyre machine) the real package is used and none of this loads.
 
-Layout helpers: a Spyre tensor has a device layout (``torch_spyre._C.SpyreTensorLayout``:
-padded device sizes in 128-byte sticks) *in addition to* its PyTorch layout, which alone says what
-it holds (torch-spyre ``docs/TensorLayouts.md``), and ``Tensor.to(device, device_layout=...)``
-places a tensor so. The head-major backend's tiled batched decode places its page index that way
-whatever the target device. Off Spyre there is no placement: ``SpyreTensorLayout`` only records
-what it is given, ``get_elem_in_stick`` is the stick's 128 bytes over the element size, and while
-a load's window is open ``Tensor.to`` takes ``device_layout`` and moves the logical tensor (the
-values the kernels read), reporting it as a transfer (:data:`ON_PLACEMENT` on ``torch_spyre._C``).
+Layout helpers: a Spyre tensor has a device layout (``torch_spyre._C.SpyreTensorLayout``: padded
+device sizes in 128-byte sticks; the ``ElementArrangement`` of a stick's elements, which a float8
+cache's store and read agree on) *in addition to* its PyTorch layout, which alone says what it
+holds (torch-spyre ``docs/TensorLayouts.md``), and ``Tensor.to(device, device_layout=...)`` places
+a tensor so. The head-major backend's tiled batched decode places its page index that way whatever
+the target device, and an FP8 head-major cache its pages. Off Spyre there is no placement:
+``SpyreTensorLayout`` only records what it is given, ``get_elem_in_stick`` is the stick's 128 bytes
+over the element size, and while a load's window is open ``Tensor.to`` takes ``device_layout`` and
+moves the logical tensor (the values the kernels read), reporting it as a transfer
+(:data:`ON_PLACEMENT` on ``torch_spyre._C``).
 ``torch_spyre._inductor.spyre_hint`` is a compiler hint (how Inductor tiles or names the ops of a
 block, never what they compute): a context manager that changes nothing here.
 
@@ -32,6 +34,7 @@ own ImportError, which the harness reports naming it. The names are listed in
 from __future__ import annotations
 
 import contextlib
+import enum
 import importlib.util
 import types
 from collections.abc import Callable, Sequence
@@ -81,6 +84,14 @@ class SpyreTensorLayout:
     def __repr__(self) -> str:
         return (f"SpyreTensorLayout(device_size={self.device_size}, "
                 f"stride_map={self.stride_map}, device_dtype={self.device_dtype})")
+
+
+class ElementArrangement(enum.Enum):
+    """The order of a stick's elements on the device (a float8 cache's QFP8CH is not
+    sequential): a placement, so nothing here."""
+
+    STANDARD = "standard"
+    QFP8CH = "qfp8ch"
 
 
 def get_device_dtype(dtype):
@@ -170,6 +181,7 @@ def modules() -> dict[str, types.ModuleType]:
     config = _InductorConfig("torch_spyre._inductor.config")
     c_module = types.ModuleType("torch_spyre._C")
     c_module.SpyreTensorLayout = SpyreTensorLayout
+    c_module.ElementArrangement = ElementArrangement
     c_module.get_device_dtype = get_device_dtype
     c_module.get_elem_in_stick = get_elem_in_stick
     opened, closed = _placements(c_module)

@@ -21,8 +21,10 @@ class KvCache:
     size jagged plans by it): a live step then takes the path its exact figures say. A step
     needing more pages than the cache has is NotDrivable."""
 
-    def __init__(self, config: EngineConfig, backend, layer, origin: str):
+    def __init__(self, config: EngineConfig, backend, layer, origin: str, dtype):
         self.config, self.backend, self.layer, self.origin = config, backend, layer, origin
+        #: what the pages hold (an FP8 cache: float8_e4m3fn, where vLLM's spec says bytes)
+        self.dtype = dtype
         self._tensors: tuple | None = None
 
     def shape(self, num_pages: int) -> tuple[int, ...]:
@@ -41,8 +43,11 @@ class KvCache:
 
     def live_pages(self, pages: int, limit: int = LIVE_CACHE_BYTES) -> int:
         """Pages a live cache holds: every page of the config where they fit ``limit``."""
+        import torch
+
         c = self.config
-        per_page = 2 * c.block_size * c.num_kv_heads * c.head_size * c.dtype_bytes
+        per_page = (2 * c.block_size * c.num_kv_heads * c.head_size
+                    * torch.empty((), dtype=self.dtype).element_size())
         every = self.max_pages()
         return max(pages, every) if every * per_page <= limit else pages
 
@@ -52,7 +57,7 @@ class KvCache:
         import torch
 
         if self._tensors is None:
-            dtype = getattr(torch, self.config.dtype)
+            dtype = self.dtype
             shape = self.shape(max(pages, self.max_pages()) if placeholder
                                else self.live_pages(pages))
             if placeholder:
@@ -73,3 +78,24 @@ class KvCache:
         memory, so never past :meth:`live_pages`' bound)."""
         bs = self.config.block_size
         self.get(device, max(step_pages(step, bs) for step in steps))
+
+
+def pages_dtype(impl_cls, spec, origin: str, tree):
+    """What the commit's pages hold for ``spec``: the dtype its impl's ``allocate_pages`` (the
+    engine's allocation) gives one page, else the spec's own. vLLM sizes an FP8 cache in bytes
+    and the newest head-major impls allocate float8_e4m3fn pages for it: there, an allocation
+    that fails is NotDrivable naming why (a model-dtype spec is what its pages hold anyway)."""
+    import torch
+
+    from harness.subjects.load.loader import where
+
+    allocate = getattr(impl_cls, "allocate_pages", None)
+    if callable(allocate):
+        try:
+            return allocate(1, spec, torch.device("cpu"))[0].dtype
+        except Exception as exc:
+            if not spec.dtype.is_floating_point:
+                raise NotDrivable(f"{origin}: {impl_cls.__name__}.allocate_pages() for a "
+                                  f"{spec.dtype} K/V spec raised {type(exc).__name__}: {exc}"
+                                  f"{where(exc, tree)}") from None
+    return spec.dtype

@@ -52,7 +52,7 @@ from harness.subjects.spyre.drive.engine_config import (
 )
 from harness.subjects.spyre.drive.errors import NotDrivable
 from harness.subjects.spyre.drive.kernel_proxy import KernelProxy, intercepted_compile
-from harness.subjects.spyre.drive.kv_cache import KvCache
+from harness.subjects.spyre.drive.kv_cache import KvCache, pages_dtype
 from harness.subjects.spyre.drive.paths import LAYOUT_KNOB, backend_for, batched, read_step
 from harness.subjects.spyre.drive.steps import (
     common_metadata,
@@ -181,7 +181,8 @@ class BuilderSession:
             raise NotDrivable(f"{self.origin}: constructing {BUILDER_CLASS}/{IMPL_CLASS} for "
                               f"{c.label()} failed: {type(exc).__name__}: {exc}"
                               f"{where(exc, self.tree)}") from None
-        self.cache = KvCache(c, self.backend, self.layer, self.origin)
+        self.cache = KvCache(c, self.backend, self.layer, self.origin,
+                             pages_dtype(self.impl_cls, spec, self.origin, self.tree))
         #: What the commit's code warned while its backend loaded and its builder (with the
         #: bucketer it makes) was built, once each: its log, and Python warnings its own files
         #: raised (not torch's, met along the way).
