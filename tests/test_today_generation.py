@@ -361,8 +361,9 @@ def test_kernel_runs_todays_jagged_kernels_through_its_forward_and_the_oracle_pa
     (shape,) = row["timing"]["shapes"]
     assert shape["through"] == "forward" and shape["launches"] == 2
     assert shape["iterations_per_layer"] == 8 and shape["max_abs_error"] < 1e-2
-    assert set(row["graphs"]["graphs_by_kernel"]) == {"jagged_decode_attn_kernel",
-                                                      "jagged_tile_attn_kernel"}
+    # one graph per group's key: the kernels' own .to() casts break no graph
+    assert row["graphs"]["graphs_by_kernel"] == {"jagged_decode_attn_kernel": 1,
+                                                 "jagged_tile_attn_kernel": 1}
 
 
 def test_kernel_reports_todays_compile_guard_beside_its_own_late_compiles(kernel):
