@@ -96,6 +96,10 @@ def _all() -> dict[str, BenchmarkDef]:
                      "wrong)"),
         BenchmarkDef("kernel.Compile.track_eager_fallbacks", "keys", True,
                      "keys past Dynamo's default recompile limit that silently ran eagerly"),
+        BenchmarkDef("kernel.Guard.track_guard_violations", "compiles", True,
+                     "compiles the commit's own compile guard (v1/worker/compile_guard.py, at its "
+                     "strictest level, armed after the commit's own warmup) raises for over a "
+                     "workload's steps, on the commit's default path"),
         BenchmarkDef("kernel.CompileTime.track_compile_seconds", "seconds", False,
                      "seconds to compile a probe's kernels with inductor from a cold cache"),
     ]

@@ -159,8 +159,9 @@ def comparison_from_args(args):
     base, head = options.subjects(args)
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
-    comparison = compare_subjects(base, head, options.cases(args), options.workloads(args),
-                                  **_judging(args))
+    cases = options.cases(args)
+    options.check_knobs([base, head], cases)
+    comparison = compare_subjects(base, head, cases, options.workloads(args), **_judging(args))
     if args.timings:
         from harness.analyze.subjects_now import add_kernel_run
         from harness.measure.interleaved import time_subjects

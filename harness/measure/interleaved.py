@@ -114,7 +114,7 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
     dev.prepare(torch_threads())
     run = KernelRun(dev.name)
     checked = matched = 0
-    for probe in probes.TIERS[tier]:
+    for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
         sides = _prepare_sides(run, probe, base, head, dev)
         if sides is not None or len(run.mismatches) > before:
@@ -145,7 +145,7 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     cpus = placement.timing_cpus(torch_threads())
     pinned = False
     checked = matched = 0
-    for probe in probes.TIERS[tier]:
+    for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
         sides = _prepare_sides(run, probe, base, head, dev)
         if sides is None:

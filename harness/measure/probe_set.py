@@ -46,11 +46,33 @@ FULL = QUICK + (
 )
 TIERS = {"quick": QUICK, "full": FULL, "tiny": (QUICK[0], QUICK[3])}
 
+#: A small shape the newest backends take (their kernels want a head size of 64 or more).
+SMALL_FORWARD = dict(SMALL, head_size=64)
+#: Paths a commit offers through a knob of its own (its envs.py registry), each driven through
+#: the commit's forward: jagged attention's decode groups alone and beside a query-tile group,
+#: and the token-major cache where a commit defaults to head-major (its default layout is
+#: what every probe above runs).
+PATH_PROBES = (
+    Probe("small-jagged-decodes", SMALL_FORWARD, "300,300,300,300",
+          env={"SPYRE_JAGGED_ATTENTION": "1"}),
+    Probe("small-jagged-mixed", SMALL_FORWARD, "300,300,300,300,200 | 1,1,1,1,100",
+          env={"SPYRE_JAGGED_ATTENTION": "1"}),
+    Probe("small-token-major", SMALL_FORWARD, "300,300,300,300",
+          env={"SPYRE_ATTN_KV_LAYOUT": "token_major"}),
+)
+
+
+def for_subjects(tier: str, *subjects) -> tuple[Probe, ...]:
+    """The tier's probes, then each path probe whose knobs some subject's registry declares (a
+    side without them skips it, naming the knob; subjects that have none never run it)."""
+    declared = set().union(*((getattr(s, "knobs", None) or {}) for s in subjects))
+    return TIERS[tier] + tuple(p for p in PATH_PROBES if set(p.env) <= declared)
+
 
 def describe(name: str) -> dict | None:
     """What a probe is, for a reader of its figures: its config, step and env in full (None for
     a name no tier has)."""
-    probe = next((p for p in FULL if p.name == name), None)
+    probe = next((p for p in FULL + PATH_PROBES if p.name == name), None)
     if probe is None:
         return None
     config = {k: v for k, v in probe.config.items()

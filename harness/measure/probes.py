@@ -20,11 +20,14 @@ from harness.measure.probe_set import (  # noqa: F401  (the table, re-exported)
     KV_ABOVE,
     NOTES,
     ON,
+    PATH_PROBES,
     QUICK,
     REVIEW,
     SMALL,
+    SMALL_FORWARD,
     TIERS,
     Probe,
+    for_subjects,
 )
 from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
@@ -84,12 +87,17 @@ def prepare(probe: Probe, subject: Subject, device) -> Prepared:
 
 def _prepare_forward(probe: Probe, subject: Subject, device):
     """The probe through the subject's own builder and forward (kernels of any convention); the
-    per-sequence baseline is the same batch with batched decode off."""
+    per-sequence baseline is the same batch with batched decode off (said: a commit's own
+    default may be on)."""
     from harness.measure.forward import PreparedForward
 
     env = dict(probe.env)
     if probe.per_sequence:
-        env.pop(BATCHED_DECODE, None)
-    return PreparedForward(subject, probe.engine_config(), Overrides.from_env(env),
+        env[BATCHED_DECODE] = "0"
+    overrides = Overrides.from_env(env)
+    unknown = subject.unknown_knobs(overrides)
+    if unknown:   # it would run its default path under this probe's name
+        raise ProbeSkipped(f"{subject.origin} has no knob {', '.join(unknown)}")
+    return PreparedForward(subject, probe.engine_config(), overrides,
                            parse_step(probe.step, probe.name), device)
 

@@ -74,11 +74,13 @@ class _Group:
 
 def config_key(params: dict) -> tuple:
     return (params.get("block_size"), params.get("max_model_len"), params.get("max_num_seqs"),
-            params.get("overrides"), params.get("probe"))
+            params.get("overrides"), params.get("probe"), params.get("sliding_window"),
+            params.get("preset"), params.get("spec_tokens"))
 
 
 def _where(params: dict) -> tuple:
-    """The config an item is at, whatever its env: (bs, mml, mns, kernel probe)."""
+    """The config an item is at, whatever its env: sizes, kernel probe, window, model shape,
+    speculative tokens."""
     key = config_key(params)
     return key[:3] + key[4:]
 
@@ -242,13 +244,15 @@ def _kind(g: _Group) -> str:
     return "regression" if worse else "improvement" if better else "change"
 
 
-_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "probe")
+_FULL = {"spec_tokens": "speculative tokens"}
+_FIELDS = ("preset", "block_size", "max_model_len", "max_num_seqs", "spec_tokens", "probe")
 
 
 def _fields(doc: dict, params: dict, names) -> str:
     """``block_size 64, max_model_len 2048``; a kernel probe with what it is, as the document
     says (``probe review-4x3-kv-above (block_size 64, max_model_len 2048, step 150,150,150,150)``)."""
-    return ", ".join(_probe_text(doc, params[k]) if k == "probe" else f"{k} {params[k]}"
+    return ", ".join(_probe_text(doc, params[k]) if k == "probe"
+                     else f"{_FULL.get(k, k)} {params[k]}"
                      for k in names if k in params)
 
 

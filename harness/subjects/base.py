@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from harness.config import EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError
 from harness.ladders import Ladder
+from harness.subjects.source.knobs import Knob
 
 #: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
 CAPABILITIES = {
@@ -72,6 +73,9 @@ class Bucketing:
     min_batched_seqs: int = 4
     #: What the bucketer warned about (non-power-of-two bs, appended or dropped override entries).
     notes: tuple[str, ...] = ()
+    #: Why no step batches although the switch is on, where the commit's impl declines what its
+    #: builder prepares (None: it does not, or the switch is off).
+    batched_declined: str | None = None
 
     def ladders(self) -> dict[str, Ladder | None]:
         """The axes by name, in display order."""
@@ -96,6 +100,9 @@ class Subject(ABC):
     #: Content hash of each attention-path module it runs (:mod:`harness.subjects.source.sources`);
     #: None for a subject with no source tree (the embedded reference).
     sources: dict[str, str] | None = None
+    #: The knobs its ``envs.py`` registry declares, by name (:mod:`harness.subjects.source.knobs`);
+    #: None where it has none to read (the reference models only the bucket variables).
+    knobs: dict[str, Knob] | None = None
 
     @abstractmethod
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:

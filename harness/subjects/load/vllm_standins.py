@@ -190,6 +190,23 @@ class Attention:
         self.calculate_kv_scales = False
         self.kv_cache: Any = ()
 
+    def forward(self, query, key, value, output_shape=None, output_dtype=None):
+        """vLLM's writes the K/V cache and calls the impl through its custom op. A commit's
+        encoder wraps this method at import (keeps it and calls it back); the harness drives
+        the impl's ``forward`` itself, so a call here is a path it does not drive."""
+        raise NotImplementedError("spyre-bench's stand-in Attention.forward is not driven (the "
+                                  "harness calls the attention impl's forward itself)")
+
+
+def cdiv(a: int, b: int) -> int:
+    """``vllm.utils.math_utils.cdiv``: ceiling division."""
+    return -(a // -b)
+
+
+def next_power_of_2(n: int) -> int:
+    """``vllm.utils.math_utils.next_power_of_2``: the smallest power of two >= n (1 for n < 1)."""
+    return 1 if n < 1 else 1 << (n - 1).bit_length()
+
 
 def _encode_layer_name(layer_name: str) -> str:
     """vLLM wraps a layer name for its custom ops only when an experimental flag is on."""
@@ -480,8 +497,9 @@ def _module(name: str, **attrs) -> types.ModuleType:
     return mod
 
 
-#: The hook :func:`close_modules` calls on a stand-in module when its load ends.
-CLOSE = "__spyre_bench_close__"
+#: The hooks :func:`open_modules` and :func:`close_modules` call on a stand-in module when its
+#: load's window opens and ends.
+OPEN, CLOSE = "__spyre_bench_open__", "__spyre_bench_close__"
 
 
 def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
@@ -513,6 +531,8 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
                                   Platform=Platform, current_platform=CpuPlatform()),
         "vllm.platforms.cpu": _module("vllm.platforms.cpu", CpuPlatform=CpuPlatform),
         "vllm.utils": _module("vllm.utils"),
+        "vllm.utils.math_utils": _module("vllm.utils.math_utils", cdiv=cdiv,
+                                         next_power_of_2=next_power_of_2),
         "vllm.utils.torch_utils": _module("vllm.utils.torch_utils",
                                           direct_register_custom_op=ops.register,
                                           _encode_layer_name=_encode_layer_name,
@@ -552,6 +572,14 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
 
 def _no_attribute(name: str):
     raise AttributeError(name)
+
+
+def open_modules(table: dict[str, types.ModuleType]) -> None:
+    """Start what a load's stand-ins do outside themselves while its window is open."""
+    for mod in table.values():
+        opened = mod.__dict__.get(OPEN)
+        if opened is not None:
+            opened()
 
 
 def close_modules(table: dict[str, types.ModuleType]) -> None:

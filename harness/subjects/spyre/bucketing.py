@@ -25,6 +25,7 @@ from harness.subjects.load.loader import (
     where,
 )
 from harness.subjects.memo.figures import FIGURES, bucketing_key, ladders_key
+from harness.subjects.spyre.drive.engine_config import engine_vllm_config
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -36,34 +37,6 @@ SEQS_FIELDS = ("num_seqs", "b_seqs", "seqs")
 
 class SubjectRejected(HarnessError):
     """The subject's code raised for one config: that config's rows become skips."""
-
-
-# -- the config the bucketer is constructed with ----------------------------------------------
-
-class _Section:
-    """Exactly the attributes the bucketer is known to read; any other is a clear AttributeError."""
-
-    def __init__(self, path: str, **values):
-        self.__dict__.update(values)
-        self.__dict__["_path"] = path
-
-    def __getattr__(self, name: str):
-        given = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
-        raise AttributeError(f"{self._path}.{name} is not provided by spyre-bench (it provides "
-                             f"{given})")
-
-
-def bucketer_config(config: EngineConfig) -> _Section:
-    """A stand-in VllmConfig for the bucketer's constructor (docs/spyre-inference.md, section 1)."""
-    return _Section(
-        "vllm_config",
-        cache_config=_Section("vllm_config.cache_config", block_size=config.block_size),
-        model_config=_Section("vllm_config.model_config", max_model_len=config.max_model_len,
-                              runner_type="generate"),
-        scheduler_config=_Section(
-            "vllm_config.scheduler_config",
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            max_num_seqs=config.max_num_seqs))
 
 
 # -- the bucketer's module, loaded ------------------------------------------------------------
@@ -136,22 +109,24 @@ def _pair(record, first: tuple[str, ...], second: tuple[str, ...], spec: str) ->
 
 
 def _bucketing_key(config: EngineConfig, overrides: Overrides) -> tuple:
-    """What decides a bucketing: the fields the bucketer reads, and the env."""
-    return (config.block_size, config.max_model_len, config.max_num_seqs,
-            config.max_num_batched_tokens, config.sliding_window, overrides.raw)
+    """What decides a bucketing: the whole engine config (today's bucketers read the model's
+    heads per layer and the speculative config too), and the env."""
+    return (config, overrides.raw)
 
 
 def builder_ladders(tree: SourceTree, origin: str, source: str, config: EngineConfig,
                     overrides: Overrides):
     """The batched ladders the subject's metadata builder dispatches on, read from the
-    constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
+    constructed builder (its own before #810, its bucketer's after), and when the commit batches
+    (:mod:`harness.subjects.spyre.drive.batching`, found by driving it): (seqs, blocks, owner,
+    Batching.as_tuple())."""
     from harness.subjects.spyre.drive.session import BuilderSession
 
     key = ladders_key(config, overrides)
     found = FIGURES.get(source, key)
     if found is None:
         with BuilderSession(tree, origin, config, overrides) as session:
-            found = session.batched_ladders()
+            found = (*session.batched_ladders(), session.batching.as_tuple())
         FIGURES.put(source, key, found)
         FIGURES.flush()
     return found
@@ -223,7 +198,7 @@ class Bucketings:
                 window = ({"sliding_window": config.sliding_window}
                           if config.sliding_window and "sliding_window" in subject.capabilities
                           else {})
-                bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config), **window)
+                bucketer = getattr(module, BUCKETER_CLASS)(engine_vllm_config(config), **window)
                 # The builder's own load (a nested window) says which batched ladders it uses.
                 batched = subject.builder_ladders(config, overrides)
                 return self._read(module, bucketer, config, overrides, handler, load.caught,
@@ -249,9 +224,11 @@ class Bucketings:
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, spec) for r in b.variants())
         num_seqs = (_ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
                      if "num_seqs_axis" in caps else None)
-        batched_seqs, batched_blocks, _owner = batched
+        batched_seqs, batched_blocks, _owner, (minimum, impl_declines, records, batches) = batched
         recorded: tuple = ()
-        if "batched_decode_variants" in caps:
+        # the impl's warmup records the bucketer's batched variants only where it runs batched
+        # decode at all (the commit's record_graphs asks its _batched_decode_supported())
+        if "batched_decode_variants" in caps and records is not False:
             recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, spec)
                                  for r in b.batched_decode_variants())
         chunking = None
@@ -265,9 +242,11 @@ class Bucketings:
             kv=kv, query=query, num_blocks=num_blocks, num_seqs=num_seqs,
             batched_num_seqs=batched_seqs, batched_num_blocks=batched_blocks,
             variants=variants, batched_variants=recorded,
-            batched_enabled=overrides.batched_decode, chunking=chunking,
-            decode_prefix_batched="decode_prefix" in caps,
-            min_batched_seqs=self.subject.min_batched, notes=notes)
+            # what driving the commit showed, where it could tell (else the env's switch)
+            batched_enabled=overrides.batched_decode if batches is None else batches,
+            chunking=chunking, decode_prefix_batched="decode_prefix" in caps,
+            min_batched_seqs=minimum if minimum is not None else self.subject.min_batched,
+            notes=notes, batched_declined=impl_declines)
 
     def _attr(self, b, *names: str, required: bool = True):
         for name in names:
@@ -290,7 +269,7 @@ class Bucketings:
             try:
                 module = load()
                 clear_env_cache()
-                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(bucketer_config(config)),
+                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(engine_vllm_config(config)),
                                         "kv_buckets", "_kv_buckets"))
             except HarnessError:
                 raise
