@@ -73,6 +73,11 @@ def _all() -> dict[str, BenchmarkDef]:
     defs += [_exact_metric("Workload", m) for m in WORKLOAD_METRICS.values() if m.tracked]
     defs += [_ladder(axis, unit) for axis, unit in LADDER_UNITS.items()]
     defs += [
+        BenchmarkDef("exact.Frontier.track_excess_padding", "percent", True,
+                     "how much more the config's own kv ladder pads (padded KV slots per real "
+                     "token) on the tier's mixes than the best ladder the optimiser finds with "
+                     "at most as many compiled graphs, both evaluated by the subject's code "
+                     "(0: on the frontier)"),
         BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
                      "wall time of one layer of batched decode attention for a probe's batch, on "
                      "the bucket the subject picks, after an oracle check"),

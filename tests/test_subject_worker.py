@@ -192,6 +192,7 @@ COMMANDS = {
                "--no-graphs", "--repeat", "1"],
     "compare": ["compare", "--base", "{good}", "--head", "{bad}", "--tier", "tiny"],
     "crosscheck": ["crosscheck", "--subject", "{bad}", "--policy", "latest", "--tier", "tiny"],
+    "frontier": ["frontier", "--subject", "{bad}", "--workload", "bimodal"],
 }
 
 

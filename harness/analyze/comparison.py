@@ -151,6 +151,8 @@ class Comparison:
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
+    #: Ladder changes placed on the head's frontier (harness.analyze.frontier_compare).
+    frontier: list[dict] = field(default_factory=list)
 
     @property
     def exact_compared(self) -> int:
@@ -210,7 +212,7 @@ def as_document(c: Comparison) -> dict:
         "mismatches": [{"what": w, "why": r} for w, r in c.mismatches],
         "lost": [{"what": w, "why": r} for w, r in c.lost],
         "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
-        "configs": c.configs, "envs": c.envs,
+        "configs": c.configs, "envs": c.envs, "frontier": c.frontier,
         # only where there is something: a comparison without keeps the document it always had
         **({"knobs": [{"knob": k.knob, "base": k.base, "head": k.head, "change": k.change}
                       for k in c.knobs]}

@@ -9,8 +9,8 @@ from harness import __version__
 from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
 from harness.interrupts import as_keyboard_interrupt
 
-COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
-            "changes", "bisect", "report", "comment")
+COMMANDS = ("ladders", "cost", "frontier", "kernel", "crosscheck", "compare", "history", "run",
+            "nightly", "merge", "changes", "bisect", "report", "comment")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -39,7 +39,8 @@ exact change the file does not acknowledge, in either direction, and passes on t
 exit codes (for a CI gate):
   0  nothing flagged by --fail-on
   1  a flagged finding: wrong kernel, lost figures, an (unacknowledged) exact or ladder change in
-     either direction, or a timing regression
+     either direction, a timing regression or exact figures that only got worse (a trade-off of
+     compiled graphs against padding is not one, unless --fail-on variants)
   2  bad input (unknown commit, unreadable results, bad flags), nothing compared at all (every
      figure skipped on one side or both: a subject that does not load is never a pass), or sides
      that are not comparable (different machine, device or environment) with 'incomparable' in
@@ -79,8 +80,9 @@ def register(sub) -> None:
     judged.add_argument("--alpha", type=options.number(above=0, below=1), default=None,
                         help="significance level of the rank test (default 0.01)")
     judged.add_argument("--fail-on", default="wrong,lost,exact,regression,incomparable",
-                        help="what makes the exit code non-zero: wrong, lost, exact, regression, "
-                             "incomparable (default %(default)s; '' never fails)")
+                        help="what makes the exit code non-zero: wrong, lost, exact, regression "
+                             "(never a trade-off), variants (a ladder change compiling more "
+                             "graphs), incomparable (default %(default)s; '' never fails)")
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
                              "and time the quick tier's probes on this machine, interleaved")

@@ -73,7 +73,8 @@ def register(sub) -> None:
                    help="skip the closing comparison of the first and last target")
     p.add_argument("--fail-on", default=",".join(RUN_FAIL_ON), metavar="WHAT,..",
                    help="what in the closing comparison exits 1, as in `compare --fail-on` "
-                        "(wrong, lost, exact, regression, incomparable; default %(default)s: the "
+                        "(wrong, lost, exact, regression, variants, incomparable; default "
+                        "%(default)s: the "
                         "comparison of a run is for reading, `compare` is the gate)")
     from harness.outputs import checked_stdout
     p.set_defaults(run=checked_stdout(run))
@@ -287,15 +288,5 @@ def _time_interleaved(out, comparison, base, head, options) -> None:
 
 
 def _flag_text(doc: dict, fail_on: set[str]) -> str:
-    from harness.analyze.expected import unacknowledged
-    parts = []
-    if "wrong" in fail_on and doc["mismatches"]:
-        parts.append(f"{len(doc['mismatches'])} wrong kernel output(s)")
-    if "lost" in fail_on and doc["lost"]:
-        parts.append(f"{len(doc['lost'])} lost figure(s)")
-    if "exact" in fail_on and unacknowledged(doc):
-        parts.append(f"{unacknowledged(doc)} exact change(s)")
-    regressions = sum(t["verdict"]["kind"] == "regression" for t in doc["timings"])
-    if "regression" in fail_on and regressions:
-        parts.append(f"{regressions} timing regression(s)")
-    return ", ".join(parts) or "a flagged finding"
+    from harness.report.verdict import flagged
+    return ", ".join(flagged(doc, fail_on)) or "a flagged finding"

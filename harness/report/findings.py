@@ -16,7 +16,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
-from harness.config import BATCHED_DECODE
+from harness.analyze.tradeoff import (
+    COSTS,
+    GRAPH_FIGURES,
+    KV_LADDERS,
+    Change,
+    change_over,
+    distance_text,
+)
+from harness.config import BATCHED_DECODE, is_default_env
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
 from harness.subjects.source.sources import PART_ORDER, changed_parts, short_path
@@ -33,13 +41,16 @@ PART_LABEL = {"bucketer": "bucketer", "builder": "builder", "kernel": "kernels",
               "env": "env parsing", "other": "other modules"}
 #: Per deployment config: compiled graphs the batched ladder implies.
 COMPILES = "batched_num_blocks_distinct"
-ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
-         "acknowledged": "✅", "info": "ℹ️"}
+ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "trade-off": "⚖️",
+         "improvement": "🟢", "change": "🟡", "acknowledged": "✅", "info": "ℹ️"}
+#: Rank of each kind of finding (default config first, then under an override: one more).
+ORDER = {"regression": 2, "trade-off": 4, "improvement": 6, "change": 8, "acknowledged": 9}
 
 
 @dataclass
 class Finding:
-    kind: str           # failed, wrong, lost, regression, improvement, change, acknowledged, info
+    kind: str           # failed, wrong, lost, regression, trade-off, improvement, change,
+    #                     acknowledged, info
     text: str           # plain text; escape before putting it into markdown
     rank: tuple = ()
 
@@ -75,7 +86,7 @@ def is_default(doc: dict, overrides) -> bool:
     env = doc["envs"].get(overrides)
     if env is None:
         return overrides in ("none", "batched", None)
-    return not (set(env) - {BATCHED_DECODE})
+    return is_default_env(env)
 
 
 def env_text(doc: dict, names: list[str]) -> str:
@@ -188,7 +199,26 @@ def _groups(doc: dict) -> list[_Group]:
     return groups
 
 
+def ladder_change(g: _Group) -> Change:
+    """What a group's ladder change did to compiled graphs (per config) and to the per-step
+    costs (per config and workload), from every figure the comparison found changed."""
+    graphs: dict[tuple, int] = defaultdict(int)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for e in g.effects:
+        if e["base"] is None or e["head"] is None:
+            continue
+        if e["metric"] in GRAPH_FIGURES and "workload" not in e["params"]:
+            graphs[config_key(e["params"])] += e["head"] - e["base"]
+        elif e["metric"] in COSTS and e["base"]:
+            ratios[e["metric"]].append(e["head"] / e["base"])
+    return change_over(list(graphs.values()), dict(ratios))
+
+
 def _kind(g: _Group) -> str:
+    if g.changes and not all(i.get("acknowledged") for i in g.changes + g.effects):
+        kind = ladder_change(g).kind     # a ladder change: what it bought for what
+        if kind != "change":
+            return kind
     worse = any(e["base"] is not None and e["head"] is not None and e["head"] > e["base"]
                 for e in g.effects)
     better = any(e["base"] is not None and e["head"] is not None and e["head"] < e["base"]
@@ -217,13 +247,16 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     configs = {_shape(x["params"]) for x in items}
     fixed = [k for k in _FIELDS if len({x["params"].get(k) for x in items}) == 1]
     varying = [k for k in _FIELDS if k not in fixed]
-    what = {"regression": "regression", "improvement": "improvement", "change": "change",
-            "acknowledged": "acknowledged change"}[kind]
+    what = {"regression": "regression", "trade-off": "trade-off", "improvement": "improvement",
+            "change": "change", "acknowledged": "acknowledged change"}[kind]
     sample = items[0]["params"]
     at = f" at {_fields(sample, fixed)}" if fixed else ""
     head = (f"{what} in the {where}" if default and not every else f"{what} in {where}"
             if every else f"{what} under {where}") + at + f" × {len(configs)} configs"
     parts = []
+    moved = ladder_change(g).text() if g.changes else ""
+    if moved and kind in ("regression", "trade-off", "improvement"):
+        parts.append(moved)
     workload_effects = [e for e in g.effects if e["params"].get("workload") is not None]
     pool = [e for e in workload_effects if (e["head"] or 0) > (e["base"] or 0)] \
         if kind == "regression" else workload_effects
@@ -244,6 +277,7 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     credit = _credit(doc, g)
     if credit:
         parts.append(credit)
+    parts += _placed(doc, g, varying)
     if worst is not None:
         same = [e for e in g.effects if e["params"] == worst["params"]]
         effects = [f"{label(m)} {change_with_factor(e['base'], e['head'], unit(m))}"
@@ -262,6 +296,30 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
         parts.append("compiled batched graphs per num_seqs bucket: " + "; ".join(per[:4])
                      + ("; …" if len(per) > 4 else ""))
     return f"{head}: " + ". ".join(parts) + _directions(g.effects)
+
+
+def _placed(doc: dict, g: _Group, varying: list[str]) -> list[str]:
+    """Each side's distance from the head's frontier, where the comparison placed the group's
+    ladders (harness.analyze.frontier_compare): at one config per block size."""
+    if g.axis not in KV_LADDERS or not g.effects:
+        return []
+    configs = {config_key(ld["params"]) for ld in g.changes}
+    out = []
+    for entry in doc.get("frontier", []):
+        if config_key(entry["params"]) not in configs:
+            continue
+        at = _fields(entry["params"], [k for k in varying if k in entry["params"]])
+        where = f" at {at}" if at else ""
+        if entry.get("skipped") or not entry.get("sides"):
+            out.append(f"not placed on the head's frontier{where}: {entry.get('skipped')}")
+            continue
+        over = "every mix compared" if entry["workload"] == "every-mix" else \
+            f"workload {entry['workload']}"
+        sides = [distance_text(f"the {who}", s["ladder"], s["graphs"], s["excess_padding"],
+                               s["best"]["ladder"], s["best"]["graphs"])
+                 for who in ("base", "head") if (s := entry["sides"].get(who))]
+        out.append(f"on the head's frontier{where} (its code, {over}): " + "; ".join(sides))
+    return out
 
 
 def _credit(doc: dict, g: _Group) -> str | None:
@@ -409,8 +467,8 @@ def findings(doc: dict) -> list[Finding]:
     for g in _groups(doc):
         kind = _kind(g)
         default = all(is_default(doc, n) for n in g.envs)
-        order = {"regression": 2, "improvement": 4, "change": 6, "acknowledged": 7}[kind]
-        if kind in ("regression", "improvement") and not default:
+        order = ORDER[kind]
+        if kind in ("regression", "trade-off", "improvement") and not default:
             order += 1
         worst = max((_log_factor(e) for e in g.effects), default=0.0)
         out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis)))
@@ -427,13 +485,26 @@ def findings(doc: dict) -> list[Finding]:
                            f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
                            f"median {format_value(median(t['base']), 's')} → "
                            f"{format_value(median(t['head']), 's')}; {ci_text}, {p})",
-                           (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
+                           (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
                             if v["ratio"] else 0, t["benchmark"])))
     out.sort(key=lambda f: f.rank)
     for info in (_unchanged_default(doc), _code_finding(doc)):
         if info is not None:
             out.append(info)
     return out
+
+
+def exact_regressions(doc: dict) -> int:
+    """Causes (one finding each) whose exact figures only got worse: regressions, never a
+    trade-off (what ``--fail-on regression`` counts beside timing regressions)."""
+    return sum(_kind(g) == "regression" for g in _groups(doc))
+
+
+def more_graphs(doc: dict) -> int:
+    """Ladder changes after which some config compiles more graphs, trade-offs included (what
+    ``--fail-on variants`` counts)."""
+    return sum(ladder_change(g).graphs[1] > 0 for g in _groups(doc)
+               if g.changes and _kind(g) != "acknowledged")
 
 
 def headline(doc: dict, found: list[Finding]) -> str:
@@ -461,10 +532,11 @@ def _verdict(doc: dict, found: list[Finding]) -> str:
     regressions = kinds.count("regression")
     improvements = kinds.count("improvement")
     changes = kinds.count("change")
-    if regressions or improvements or changes:
+    tradeoffs = kinds.count("trade-off")
+    if regressions or tradeoffs or improvements or changes:
         parts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
-                 ((regressions, "regression"), (improvements, "improvement"),
-                  (changes, "other change")) if n]
+                 ((regressions, "regression"), (tradeoffs, "trade-off"),
+                  (improvements, "improvement"), (changes, "other change")) if n]
         icon = "🔴" if regressions else "🟡"
         return f"{icon} " + ", ".join(parts)
     if "acknowledged" in kinds:

@@ -69,6 +69,28 @@ _SAMPLES = {"type": "array", "maxItems": 1 << 20, "items": {"type": "number"}}
 _ENV_VAR = {"type": "string", "pattern": r"[A-Z][A-Z0-9_]{0,63}"}
 _OPT_TEXT = {"type": ["string", "null"], "maxLength": 200}
 
+_COUNT = {"type": "integer", "minimum": 0}
+#: A ladder placed on the head's frontier (harness.analyze.frontier_place).
+_PLACED = {"type": ["object", "null"], "additionalProperties": False,
+           "required": ["ladder", "graphs", "iterations_per_layer_mean",
+                        "padded_slots_per_real_token", "h2d_bytes_per_step", "excess_padding",
+                        "best"],
+           "properties": {"ladder": _LADDER, "graphs": _COUNT, "iterations_per_layer_mean": _NUM,
+                          "padded_slots_per_real_token": _NUM, "h2d_bytes_per_step": _NUM,
+                          "excess_padding": _NUM,
+                          "best": {"type": "object", "additionalProperties": False,
+                                   "required": ["ladder", "graphs",
+                                                "padded_slots_per_real_token"],
+                                   "properties": {"ladder": _LADDER, "graphs": _COUNT,
+                                                  "padded_slots_per_real_token": _NUM}}}}
+_FRONTIER = {"type": "array", "maxItems": 1000, "items": {
+    "type": "object", "additionalProperties": False, "required": ["params", "axis", "workload"],
+    "properties": {"params": _PARAMS, "axis": _NAME, "ladder": _NAME, "workload": _TEXT,
+                   "sides": {"type": "object", "maxProperties": 3,
+                             "propertyNames": {"enum": ["base", "head", "default"]},
+                             "additionalProperties": _PLACED},
+                   "skipped": _TEXT}}}
+
 SCHEMA = {
     "type": "object", "additionalProperties": False,
     "required": ["schema", "base", "head", "factor", "alpha", "exact_compared", "exact_changed",
@@ -139,6 +161,8 @@ SCHEMA = {
                  "additionalProperties": {
                      "type": "object", "maxProperties": 64, "propertyNames": _ENV_VAR,
                      "additionalProperties": _TEXT}},
+        # ladder changes placed on the head's frontier (absent from older documents)
+        "frontier": _FRONTIER,
         "expected": {"type": "object", "additionalProperties": False,
                      "required": ["file", "acknowledged", "unacknowledged", "stale"],
                      "properties": {"file": _TEXT,
