@@ -70,6 +70,9 @@ def test_the_default_ladders_follow_the_commit_token_major_records_and_reaches_n
                      spec)
     assert token["batched_variants_recorded"] == token["batched_keys_reachable"] == 0
     assert token["dead_variants"] == 0
+    assert token["batched_declined"].startswith("SpyreAttentionImpl runs no batched decode under "
+                                                "the tiled walk")
+    assert "batched_declined" not in default
 
 
 def test_why_a_step_did_not_batch_names_the_side_that_declined(spyre_repo):
