@@ -60,7 +60,14 @@ class _Group:
 
 def config_key(params: dict) -> tuple:
     return (params.get("block_size"), params.get("max_model_len"), params.get("max_num_seqs"),
-            params.get("overrides"))
+            params.get("overrides"), params.get("sliding_window"), params.get("preset"),
+            params.get("spec_tokens"))
+
+
+def _shape(params: dict) -> tuple:
+    """A config apart from its env: sizes, window, model shape, speculative tokens."""
+    key = config_key(params)
+    return key[:3] + key[4:]
 
 
 def is_default(doc: dict, overrides) -> bool:
@@ -193,8 +200,9 @@ def _kind(g: _Group) -> str:
 
 
 _FULL = {"block_size": "block_size", "max_model_len": "max_model_len",
-         "max_num_seqs": "max_num_seqs", "workload": "workload"}
-_FIELDS = ("block_size", "max_model_len", "max_num_seqs")
+         "max_num_seqs": "max_num_seqs", "workload": "workload", "preset": "preset",
+         "spec_tokens": "speculative tokens"}
+_FIELDS = ("preset", "block_size", "max_model_len", "max_num_seqs", "spec_tokens")
 
 
 def _fields(params: dict, names) -> str:
@@ -206,7 +214,7 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     every = len(g.envs) > 1 and set(g.envs) >= set(doc["envs"]) and doc["envs"]
     where = ("every env compared" if every else env_text(doc, g.envs))
     items = g.changes + g.effects
-    configs = {config_key(x["params"])[:3] for x in items}
+    configs = {_shape(x["params"]) for x in items}
     fixed = [k for k in _FIELDS if len({x["params"].get(k) for x in items}) == 1]
     varying = [k for k in _FIELDS if k not in fixed]
     what = {"regression": "regression", "improvement": "improvement", "change": "change",
@@ -222,8 +230,8 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     worst = max(pool or g.effects, key=_log_factor, default=None)
     if g.changes:
         seen, shown = set(), []
-        for ld in sorted(g.changes, key=lambda ld: _order(config_key(ld["params"])[:3])):
-            key = config_key(ld["params"])[:3]
+        for ld in sorted(g.changes, key=lambda ld: _order(_shape(ld["params"]))):
+            key = _shape(ld["params"])
             if key not in seen:
                 seen.add(key)
                 shown.append(f"{_fields(ld['params'], varying)} "
