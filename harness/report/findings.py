@@ -430,10 +430,17 @@ def findings(doc: dict) -> list[Finding]:
                            (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
                             if v["ratio"] else 0, t["benchmark"])))
     out.sort(key=lambda f: f.rank)
-    for info in (_unchanged_default(doc), _code_finding(doc)):
+    for info in (_unchanged_default(doc), _code_finding(doc), *_guard_findings(doc)):
         if info is not None:
             out.append(info)
     return out
+
+
+def _guard_findings(doc: dict) -> list[Finding]:
+    """Where a side's own compile guard and spyre-bench's late compiles disagree, in a line."""
+    return [Finding("info", f"{g['side']}'s compile guard ({g['level']}, {g['workload']}): "
+                            f"{g['finding']}")
+            for g in doc.get("guard", ()) if g["finding"]]
 
 
 def headline(doc: dict, found: list[Finding]) -> str:
