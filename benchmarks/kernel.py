@@ -11,7 +11,7 @@ import torch  # noqa: F401  (preloaded for the forkserver; see the module docstr
 
 from harness import suite
 from harness.errors import HarnessError
-from harness.measure import probes
+from harness.measure import probes, settings
 from harness.measure.device import select
 from harness.measure.oracle import KernelMismatch
 from harness.registry import describe
@@ -225,9 +225,8 @@ class Guard:
     without a guard skip, naming that."""
 
     timeout = 600
-    params = [["four-3-block-decodes"], ["none"]]
+    params = [[settings.GUARD_WORKLOAD], [settings.GUARD_OVERRIDES]]
     param_names = ["workload", "overrides"]
-    CONFIG = dict(probes.SMALL, head_size=64)
 
     @suite.skipped_when_not_drivable
     def setup_cache(self):
@@ -238,13 +237,14 @@ class Guard:
         subject = suite.subject()
         if "forward" not in subject.capabilities:
             return {"skipped": subject.lacks("forward")}
-        config = EngineConfig(**self.CONFIG)
+        config = EngineConfig(**settings.GUARD_CONFIG)
         table = {}
         for workload in self.params[0]:
             for overrides in self.params[1]:
                 case = Case(config, override_set(overrides), overrides)
                 try:
-                    found = guard_counts(subject, case, generate(workload, config, steps=4),
+                    steps = settings.GUARD_STEPS
+                    found = guard_counts(subject, case, generate(workload, config, steps=steps),
                                          _device())
                 except KernelMismatch:
                     raise  # a wrong kernel fails the benchmark

@@ -70,6 +70,9 @@ def test_the_default_ladders_follow_the_commit_token_major_records_and_reaches_n
                      spec)
     assert token["batched_variants_recorded"] == token["batched_keys_reachable"] == 0
     assert token["dead_variants"] == 0
+    assert token["batched_declined"].startswith("SpyreAttentionImpl runs no batched decode under "
+                                                "the tiled walk")
+    assert "batched_declined" not in default
 
 
 def test_why_a_step_did_not_batch_names_the_side_that_declined(spyre_repo):
@@ -205,15 +208,24 @@ def test_guard_violations_are_an_asv_series(spyre_repo, gaps, tmp_path):
                for s in load_identity(gen4.iloc[0]["file"])["skipped"])
 
 
-def test_compare_checks_the_paths_a_commit_offers_through_its_forward(spyre_repo, tmp_path):
+def test_compare_checks_the_paths_a_commit_offers_and_says_where_a_guard_disagrees(
+        spyre_repo, gaps, tmp_path):
     """--oracle runs the quick tier's four probes and, where a side's registry declares their
     knobs, the jagged (decodes; decodes beside a prefill chunk) and token-major probes: seven
-    outputs of today's own forward, each against the float64 oracle."""
-    spec = spyre_repo.spec(TODAY)
-    proc, _ = spyre_bench("compare", "--base", spec, "--head", spec, "--oracle", *SMALL,
+    outputs of each side's own forward, each against the float64 oracle. Each side's compile
+    guard runs beside spyre-bench's late compiles; the head's planted warmup gap is a finding
+    in the comment."""
+    base, head = spyre_repo.spec(TODAY), spyre_repo.spec(gaps[0])
+    proc, _ = spyre_bench("compare", "--base", base, "--head", head, "--oracle", *SMALL,
                           "--workload", "four-3-block-decodes", "--json",
-                          str(tmp_path / "c.json"))
+                          str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads((tmp_path / "c.json").read_text())
     assert doc["oracle"] == {"matched": 7, "checked": 7}
     assert not (doc["skipped"] or doc["lost"] or doc["mismatches"])
+    sides = {g["side"]: g for g in doc["guard"]}
+    assert (sides["base"]["agrees"], sides["base"]["violations"]) == (True, 0)
+    assert (sides["head"]["agrees"], sides["head"]["violations"]) == (False, 1)
+    comment = (tmp_path / "c.md").read_text().replace("\\", "")   # markdown escapes
+    assert ("- ℹ️ head's compile guard (error_all, four-3-block-decodes): the commit's guard "
+            "would fail this workload at key batched_chunked[4, 4, 1] (step 0: ") in comment

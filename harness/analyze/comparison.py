@@ -137,6 +137,9 @@ class Comparison:
     timings_measured: bool = False
     #: (probes whose output matched the oracle, probes checked); None when the oracle never ran.
     oracle: tuple[int, int] | None = None
+    #: Per side with a compile guard: its violations beside spyre-bench's late compiles
+    #: (harness.measure.interleaved.GUARD_FIELDS, with "side" and "workload").
+    guard: list[dict] = field(default_factory=list)
     #: What limits the timing verdicts (not interleaved, measured apart, busy host).
     timing_notes: list[str] = field(default_factory=list)
     #: Timing verdicts are advisory: base and head were not measured interleaved.
@@ -220,6 +223,7 @@ def as_document(c: Comparison) -> dict:
            if c.knobs else {}),
         **({"notes": [{"params": p, "base": b, "head": h} for p, b, h in c.notes]}
            if c.notes else {}),
+        **({"guard": list(c.guard)} if c.guard else {}),
     }
 
 

@@ -120,6 +120,7 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     comparison.lost += run.lost
     comparison.skipped += run.skipped
     comparison.oracle = run.oracle
+    comparison.guard = list(run.guards)
     comparison.base.device = comparison.head.device = run.device
     if not run.timed:
         return

@@ -518,7 +518,7 @@ def findings(doc: dict) -> list[Finding]:
                            (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
                             if v["ratio"] else 0, t["benchmark"]), [t]))
     out.sort(key=lambda f: f.rank)
-    for info in (_unchanged_default(doc), _code_finding(doc)):
+    for info in (_unchanged_default(doc), _code_finding(doc), *_guard_findings(doc)):
         if info is not None:
             out.append(info)
     return out
@@ -535,6 +535,13 @@ def more_graphs(doc: dict) -> int:
     ``--fail-on variants`` counts)."""
     return sum(ladder_change(g).graphs[1] > 0 for g in _groups(doc)
                if g.changes and _kind(g) != "acknowledged")
+
+
+def _guard_findings(doc: dict) -> list[Finding]:
+    """Where a side's own compile guard and spyre-bench's late compiles disagree, in a line."""
+    return [Finding("info", f"{g['side']}'s compile guard ({g['level']}, {g['workload']}): "
+                            f"{g['finding']}")
+            for g in doc.get("guard", ()) if g["finding"]]
 
 
 def headline(doc: dict, found: list[Finding]) -> str:

@@ -147,6 +147,17 @@ SCHEMA = {
             "required": ["knob", "base", "head", "change"],
             "properties": {"knob": _ENV_VAR, "base": _OPT_TEXT, "head": _OPT_TEXT,
                            "change": {"enum": ["default", "added", "removed"]}}}},
+        # each side's own compile guard beside spyre-bench's late compiles (harness.measure.guard)
+        "guard": {"type": "array", "maxItems": 2, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["side", "workload", "level", "violations", "late_compiles",
+                         "model_late", "agrees", "finding"],
+            "properties": {"side": {"enum": ["base", "head"]}, "workload": _TEXT,
+                           "level": _TEXT, "violations": {"type": "integer", "minimum": 0},
+                           "late_compiles": {"type": "integer", "minimum": 0},
+                           "model_late": {"type": "integer", "minimum": 0},
+                           "agrees": {"type": "boolean"},
+                           "finding": {"type": ["string", "null"], "maxLength": _LONG}}}},
         # what the commits' code warned while building a config's buckets and builder
         "notes": {"type": "array", "maxItems": _MANY, "items": {
             "type": "object", "additionalProperties": False,

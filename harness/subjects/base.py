@@ -28,6 +28,8 @@ CAPABILITIES = {
     "decode_kernel_b": "the chunked batched decode kernel (generation B)",
     "forward": "the attention impl's forward, run on its own builder's metadata (any kernel "
                "convention)",
+    "compile_guard": "its own compile guard (v1/worker/compile_guard.py: watched kernels, armed "
+                     "after warmup)",
 }
 
 
