@@ -72,7 +72,7 @@ def test_planted_4x_slowdown_is_a_regression(spyre_repo, tmp_path):
     assert code == 1 and data["exact_changed"] == []          # a pure timing change
     text = (tmp_path / "c.md").read_text().replace("\\", "")
     assert text.startswith("### spyre-bench: 🔴")
-    assert re.search(r"🔴 timing regression.*probe notes-4x16 \d\.\d\d× \(slower; .*95% CI "
+    assert re.search(r"🔴 timing regression.*probe notes-4x16 [^:]*: \d\.\d\d× \(slower; .*95% CI "
                      r"\d\.\d\d–\d\.\d\d×", text)
 
 

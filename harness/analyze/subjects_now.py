@@ -87,7 +87,8 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
         wb = workload_figures(base, case, workloads)
         wh = workload_figures(head, case, workloads)
         said = code_said(fb, wb), code_said(fh, wh)
-        if any(said):
+        # a side whose code stopped before it could warn said nothing we know of: not a change
+        if any(said) and not any(_stopped(f, w) for f, w in ((fb, wb), (fh, wh))):
             comparison.notes.append((key, *said))
         for name in wb:
             compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
@@ -105,6 +106,12 @@ def code_said(config: dict, workloads: dict | None = None) -> list[str]:
     for fig in (workloads or {}).values():
         said += fig.get("notes", ())
     return list(dict.fromkeys(said))
+
+
+def _stopped(config: dict, workloads: dict) -> bool:
+    """A side skipped at this config (its code failed or cannot run it), so what it warned is
+    unknown."""
+    return "skipped" in config or any("skipped" in fig for fig in workloads.values())
 
 
 def _commit(subject: Subject) -> str | None:

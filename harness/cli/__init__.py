@@ -9,6 +9,7 @@ from harness import __version__
 from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
 from harness.interrupts import as_keyboard_interrupt
 from harness.lifeline import hold, rooted
+from harness.torch_cache import command_torch_cache
 
 COMMANDS = ("ladders", "cost", "frontier", "kernel", "crosscheck", "compare", "history", "run",
             "nightly", "merge", "changes", "bisect", "report", "comment")
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command; its exit status follows the one contract in harness.errors (README). What
     it starts ends with it, kill -9 included (harness.lifeline)."""
     hold()
-    with as_keyboard_interrupt(), rooted():
+    with as_keyboard_interrupt(), rooted(), command_torch_cache():
         try:
             args = parser().parse_args(argv)
             return args.run(args)
