@@ -250,6 +250,19 @@ class RemoteProbe:
         self.worker.call("close_probe", pieces=1, name=self.name)
 
 
+class RemoteHostProbe(RemoteProbe):
+    """A host probe (harness.measure.host) prepared in a subject's worker: timed there, and
+    profiled there apart from its samples."""
+
+    def __init__(self, worker: SubjectWorker, probe, device):
+        self.worker, self.name = worker, probe.name
+        worker.call("prepare_host", pieces=3, probe=probe, device=device,
+                    what=f"preparing {probe.name}")
+
+    def profile(self, top: int) -> dict:
+        return self.worker.call("profile", pieces=2, name=self.name, top=top)
+
+
 def _how_it_ended(status: int | None) -> str:
     if status is None:
         return "its worker stopped answering"
