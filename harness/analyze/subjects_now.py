@@ -14,6 +14,7 @@ from harness.analyze.comparison import (
     Comparison,
     LadderChange,
     Side,
+    TimingChange,
     add_timings,
     number_or_none,
 )
@@ -24,6 +25,7 @@ from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
 
 if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
+    from harness.measure.host_run import HostRun
     from harness.measure.interleaved import KernelRun
 
 
@@ -116,3 +118,23 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
         comparison.timing_notes.append(
             f"busy host: other processes used {run.busiest_cores:.2f} cores while timing; "
             "verdicts are advisory (rerun on a quiet machine)")
+
+
+def add_host_run(comparison: Comparison, run: HostRun) -> None:
+    """Add what harness.measure.host_run found (host time of build() and forward(), each with
+    its sampler's verdict and, for build(), each side's profile)."""
+    from harness.measure.timing import BUSY_HOST_CORES
+    comparison.lost += run.lost
+    comparison.skipped += run.skipped
+    if run.factor is not None:
+        comparison.factor = run.factor
+    for benchmark, params, unit, base, head, verdict, profile in run.timings:
+        comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
+                                               verdict, profile))
+    comparison.timings_measured = True
+    comparison.timing_notes += run.notes
+    if run.busiest_cores > BUSY_HOST_CORES and not comparison.timing_advisory:
+        comparison.timing_advisory = True
+        comparison.timing_notes.append(
+            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing host "
+            "probes; verdicts are advisory (rerun on a quiet machine)")

@@ -18,7 +18,8 @@ two ways to name the sides:
   BASE HEAD              commits (or unique prefixes) with stored results in --results-dir
   --base SPEC --head SPEC  subjects evaluated now (reference:..., git:<repo>@<rev>, path:...):
                          exact figures over the config matrix (default: the quick tier), plus
-                         kernel timings measured interleaved on this machine with --timings
+                         kernel and host timings measured interleaved on this machine with
+                         --timings
 
 exact figures (ladders, compile keys, iterations, padding, host-to-device bytes) are compared
 exactly: any change is reported in both directions. Timings are judged by the ratio of medians AND
@@ -83,11 +84,14 @@ def register(sub) -> None:
                              "incomparable (default %(default)s; '' never fails)")
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
-                             "and time the quick tier's probes on this machine, interleaved")
+                             "and time the quick tier's probes on this machine, interleaved; "
+                             "and time each side's own build() and forward() on the host, per "
+                             "workload and attention path, interleaved the same way")
     judged.add_argument("--timing-seconds", type=options.number(above=0, most=3600),
                         default=None, metavar="S",
                         help="with --timings: bound on the adaptive sampler's seconds per probe "
-                             "(default 30; rounds stop earlier once the verdict is clear)")
+                             "(default 30 for a kernel probe, 10 for a host one; rounds stop "
+                             "earlier once the verdict is clear)")
     judged.add_argument("--cold-cache", action="store_true",
                         help="with --timings: evict the last-level cache (a buffer twice the L3, "
                              "or the GPU's L2) before every timed call, for memory-bound kernels")
@@ -157,12 +161,14 @@ def comparison_from_args(args):
     base, head = options.subjects(args)
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
-    comparison = compare_subjects(base, head, options.cases(args), options.workloads(args),
-                                  **_judging(args))
+    cases, specs = options.cases(args), options.workloads(args)
+    comparison = compare_subjects(base, head, cases, specs, **_judging(args))
     if args.timings:
-        from harness.analyze.subjects_now import add_kernel_run
+        from harness.analyze.subjects_now import add_host_run, add_kernel_run
+        from harness.measure.host_run import time_host
         from harness.measure.interleaved import time_subjects
         add_kernel_run(comparison, time_subjects(base, head, plan=plan))
+        add_host_run(comparison, time_host(base, head, cases, specs, plan))
     elif args.oracle:
         from harness.analyze.subjects_now import add_kernel_run
         from harness.measure.interleaved import check_kernels

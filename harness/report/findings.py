@@ -19,6 +19,7 @@ from statistics import median
 from harness.config import BATCHED_DECODE
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
+from harness.registry import label_of
 from harness.subjects.source.sources import PART_ORDER, changed_parts, short_path
 
 #: Which ladder axis explains a cost change best, first.
@@ -415,10 +416,15 @@ def findings(doc: dict) -> list[Finding]:
         p = f"p={v['p_value']:.2g}" if v["p_value"] is not None else ""
         advisory = " (advisory)" if doc["timing_advisory"] else ""
         slower = "slower" if v["kind"] == "regression" else "faster"
-        out.append(Finding(v["kind"], f"timing {v['kind']}{advisory}: {t['benchmark']} "
-                           f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
-                           f"median {format_value(median(t['base']), 's')} → "
-                           f"{format_value(median(t['head']), 's')}; {ci_text}, {p})",
+        medians = (f"{format_value(median(t['base']), 's')} → "
+                   f"{format_value(median(t['head']), 's')}")
+        named = label_of(t["benchmark"])
+        text = (f"timing {v['kind']}{advisory}: {named}, {_config_text(t['params'], ())}: "
+                f"{medians}, {v['ratio']:.2f}× ({slower}; {ci_text}, {p})" if named else
+                f"timing {v['kind']}{advisory}: {t['benchmark']} "
+                f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
+                f"median {medians}; {ci_text}, {p})")
+        out.append(Finding(v["kind"], text,
                            (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
                             if v["ratio"] else 0, t["benchmark"])))
     out.sort(key=lambda f: f.rank)
