@@ -2,9 +2,9 @@
 layer outside its kernels (harness.measure.host), per workload of the tier and attention path,
 at the one config of the tier harness.measure.host.host_config picks.
 
-A sample is one call: each step of the workload in turn (ASV re-runs ``setup`` before every
-sample when a class has one, so the prepared probe, with its place in the steps, is kept per
-process and ``setup`` hands it back). torch and Dynamo are imported at module level on purpose:
+A sample is one call: each step of the workload in turn. ASV re-runs ``setup`` before every
+sample when a class has one: the prepared probe, with its place in the steps, is kept per process,
+and ``setup`` makes what the next call needs untimed (a forward's metadata and first layer). torch and Dynamo are imported at module level on purpose:
 ASV's forkserver imports the suite once, and a forward probe's first recorded call needs Dynamo
 (seconds to import) in every benchmark process otherwise.
 """
@@ -52,6 +52,7 @@ class _HostTime:
         prepared = _PREPARED[key]
         if isinstance(prepared, str):
             suite.skip(f"{host.BENCHMARKS[self.KIND]}[{workload}, {path}]", prepared)
+        prepared.ready()
         self.prepared = prepared
 
 
@@ -61,7 +62,7 @@ class Build(_HostTime):
     KIND = "build"
 
     def time_build(self, workload, path):
-        self.prepared.run_layer()
+        self.prepared.call()
     describe(time_build, host.BENCHMARKS["build"])
 
 
@@ -71,5 +72,5 @@ class Forward(_HostTime):
     KIND = "forward"
 
     def time_forward(self, workload, path):
-        self.prepared.run_layer()
+        self.prepared.call()
     describe(time_forward, host.BENCHMARKS["forward"])

@@ -8,14 +8,16 @@ it drives and kept none of that time. A host probe is one workload's steps on on
 
 * ``build``: the builder's ``build()``, step after step, each step's CommonAttentionMetadata
   made beforehand;
-* ``forward``: one layer of the impl's ``forward()`` outside the kernels (each kernel answered by
-  the session's recorded placeholder), on each step's metadata after one untimed forward paid the
-  device mirror: the dispatch and launch work every later layer of a step repeats.
+* ``forward``: one layer of the impl's ``forward()`` outside the kernels (each kernel answered
+  with what the step's recorded first layer got back), on metadata the step's ``build()`` has
+  just made and after its first layer paid the device mirror, both untimed: the dispatch and
+  launch work every later layer of a step repeats.
 
 The transfer log's counting is taken off the commit's ``convert`` while a probe lives (its own
 copy still runs): what is timed is the commit's code, not the harness's bookkeeping. A sample is
-``number`` calls cycling through the workload's steps, so two sides given the same number time
-the same steps in every round (harness.measure.sampler pairs them). Nothing here records a step
+``number`` calls cycling through the workload's steps, each call's CPU time read on its own, so
+two sides given the same number time the same steps in every round (harness.measure.sampler
+pairs them). Nothing here records a step
 or writes the figure memo: the exact figures never see it.
 """
 
@@ -29,7 +31,6 @@ from dataclasses import dataclass
 from harness.config import EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError
 from harness.matrix import override_set
-from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
 from harness.worker import is_worker
 from harness.workloads import Workload
@@ -86,9 +87,10 @@ def prepare(probe: HostProbe, subject: Subject, device):
     return HostSide(subject, probe, device)
 
 
-class HostSide(TimedLayer):
-    """A host probe prepared for one subject (in this process): ``run_layer`` is one step's call,
-    the next step each time; ``close()`` ends the subject's load."""
+class HostSide:
+    """A host probe prepared for one subject (in this process). Each step in turn: ``ready()``
+    makes what its timed call needs (untimed), ``call()`` is the timed work; ``close()`` ends the
+    subject's load."""
 
     def __init__(self, subject: Subject, probe: HostProbe, device):
         if "forward" not in subject.capabilities:
@@ -101,112 +103,127 @@ class HostSide(TimedLayer):
         self.session = self._open.__enter__()
         self._restore = None
         self._next = 0
+        self._layer = None
         try:
-            self._calls = (self._build_calls() if probe.kind == "build"
-                           else self._forward_calls())
+            self._steps = self._prepare_steps()
             self._restore = _uncounted(self.session.transfers)
-            for call in self._calls:   # every step once before anything is timed
-                call()
+            for _ in self._steps:   # every step once before anything is timed
+                self.run_layer()
         except BaseException:
             self.close()
             raise
 
     # -- what is timed ---------------------------------------------------------------------------
 
-    def _build_calls(self) -> list:
+    def _prepare_steps(self) -> list:
+        """Per step: its CommonAttentionMetadata and, for forward(), its inputs and the replies
+        its kernel calls get (from one recorded first layer)."""
         from harness.subjects.spyre.drive.steps import step_pages, step_seed
 
         s = self.session
         pages = max(step_pages(step, s.config.block_size) for step in self.probe.workload.steps)
-        s.kv_cache(None, pages, placeholder=True)   # bound before build(), as the engine binds it
-        build = s.builder.build
-        calls = []
+        cache = s.kv_cache(None, pages, placeholder=True)   # bound before build(), as the
+        out = []                                            # engine binds it
         for step in self.probe.workload.steps:
             cm = s.common_metadata(step, step_seed(step))
-            calls.append(self._guarded(lambda cm=cm: build(common_prefix_len=0,
-                                                           common_attn_metadata=cm), step))
-        return calls
-
-    def _forward_calls(self) -> list:
-        from harness.subjects.spyre.drive.session import IMPL_CLASS
-        from harness.subjects.spyre.drive.steps import step_pages, step_seed
-
-        s = self.session
-        forward = s.impl.forward
-        calls = []
-        for step in self.probe.workload.steps:
-            cache = s.kv_cache(None, step_pages(step, s.config.block_size), placeholder=True)
+            if self.probe.kind == "build":
+                out.append((step, cm, None))
+                continue
             metadata, _ = s.build(step, step_seed(step))
             query, cache, output = s.placeholders(step, cache)
-            # the step's first layer, recorded (it pays the device mirror): its kernel calls'
-            # replies are what every later layer's calls get back, in the same order
             s.forward(metadata, query, cache, output)
             replies = [(p, [p.reply(c.args) for c in p.calls]) for p in s.proxies if p.calls]
             s.release()
+            out.append((step, cm, (query, cache, output, replies)))
+        if self.probe.kind == "forward":
+            for p in s.proxies:
+                p.mode = "replay"
+        return out
 
-            def layer(m=metadata, q=query, c=cache, o=output, replies=replies):
-                for proxy, got in replies:
-                    proxy.replies = iter(got)
-                return forward(s.layer, q, q, q, c, m, o)
-            calls.append(self._guarded(layer, step, f"{IMPL_CLASS}.forward()"))
-        for p in s.proxies:
-            p.mode = "replay"
-        return calls
+    def ready(self) -> None:
+        """Untimed, before the next step's call: for forward(), that step's metadata through
+        the commit's build() and its first layer (the device mirror); every call then times a
+        later layer on metadata of its own (one step's metadata kept for every call timed up to
+        9-22 % apart between two preparations of the same step: where its tensors landed)."""
+        if self.probe.kind != "forward":
+            return
+        step, cm, (query, cache, output, replies) = self._steps[self._next]
+        metadata = self._guarded(step, self._build, cm)
+        self._guarded(step, self._forward, metadata, query, cache, output, replies)
+        self._layer = (metadata, query, cache, output, replies)
 
-    def _guarded(self, call, step, what: str | None = None):
-        """``call``, whose exception is the subject's own (SubjectRaised naming the step)."""
-        from harness.subjects.spyre.drive.session import BUILDER_CLASS
-        from harness.subjects.spyre.drive.steps import step_text
-
-        what = what or f"{BUILDER_CLASS}.build() on {step_text(step)}"
-        session = self.session
-
-        def guarded():
-            try:
-                return call()
-            except HarnessError:
-                raise   # the harness's own (a replayed kernel past its replies)
-            except Exception as exc:
-                raise session.raised(what, exc) from None
-        return guarded
+    def call(self):
+        """The timed work of the next step: its build(), or a later layer of its forward()."""
+        step, cm, _ = self._steps[self._next]
+        self._next = (self._next + 1) % len(self._steps)
+        if self.probe.kind == "build":
+            return self._guarded(step, self._build, cm)
+        if self._layer is None:
+            raise HarnessError("host forward probe: call() before ready()")
+        return self._guarded(step, self._forward, *self._layer)
 
     def run_layer(self):
-        call = self._calls[self._next]
-        self._next = (self._next + 1) % len(self._calls)
-        return call()
+        """The next step's call with what it needs made first (untimed work and all)."""
+        self.ready()
+        return self.call()
+
+    def _build(self, cm):
+        return self.session.builder.build(common_prefix_len=0, common_attn_metadata=cm)
+
+    def _forward(self, metadata, query, cache, output, replies):
+        for proxy, got in replies:
+            proxy.replies = iter(got)
+        return self.session.impl.forward(self.session.layer, query, query, query, cache,
+                                         metadata, output)
+
+    def _guarded(self, step, fn, *args):
+        """``fn(*args)``, whose exception is the subject's own (SubjectRaised naming the step)."""
+        from harness.subjects.spyre.drive.session import BUILDER_CLASS, IMPL_CLASS
+        from harness.subjects.spyre.drive.steps import step_text
+
+        try:
+            return fn(*args)
+        except HarnessError:
+            raise   # the harness's own (a replayed kernel past its replies)
+        except Exception as exc:
+            what = (f"{BUILDER_CLASS}.build()" if fn == self._build else f"{IMPL_CLASS}.forward()")
+            raise self.session.raised(f"{what} on {step_text(step)}", exc) from None
 
     # -- the sampler's side ----------------------------------------------------------------------
 
     def calls_per_sample(self, min_sample_s: float) -> int:
         """Calls a sample needs to last ``min_sample_s``, from one pass over every step."""
         gc.collect()   # each side starts sampling from a collected heap
-        per_call = self.sample(len(self._calls))
+        per_call = self.sample(len(self._steps))
         return max(1, math.ceil(min_sample_s / per_call)) if per_call > 0 else 1000
 
     def sample(self, number: int) -> float:
-        """CPU seconds per call over ``number`` calls (the garbage collector off, as
-        Device.elapsed has it)."""
+        """CPU seconds per call over ``number`` calls, each read on its own (what ``ready()``
+        does is not in it); the garbage collector off, as Device.elapsed has it."""
         enabled = gc.isenabled()
         gc.disable()
+        seconds = 0.0
         try:
-            t0 = CLOCK()
             for _ in range(number):
-                self.run_layer()
-            seconds = CLOCK() - t0
+                self.ready()
+                t0 = CLOCK()
+                self.call()
+                seconds += CLOCK() - t0
         finally:
             if enabled:
                 gc.enable()
-        self.session.release()   # recorded kernel calls of the forwards: not kept
+        self.session.release()
         return seconds / number
 
     def profile(self, top: int) -> dict:
         """Where one pass over the steps spends its time, by the commit's own functions
-        (harness.measure.host_profile), apart from any timed sample."""
+        (harness.measure.host_profile), apart from any timed sample (build() probes: what a
+        forward probe's ``ready()`` runs would be in a forward's profile)."""
         from harness.measure.host_profile import profile_calls
 
         tree = self.session.tree
         ours = {tree.filename(rel): rel for rel in tree.files}
-        return profile_calls(self._calls, ours, top)
+        return profile_calls([self.run_layer] * len(self._steps), ours, top)
 
     def close(self) -> None:
         if self._restore is not None:

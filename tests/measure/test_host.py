@@ -38,7 +38,6 @@ def test_a_build_probe_calls_the_commits_build_on_each_step_in_turn(gen4):
         real = side.session.builder.build
         side.session.builder.build = lambda **kw: seen.append(
             int(kw["common_attn_metadata"].num_reqs)) or real(**kw)
-        side._calls = side._build_calls()   # the calls read the builder as it is now
         side.sample(6)
         steps = [len(s) for s in generate("bimodal", CONFIG, steps=4).steps]
         assert seen == [*steps, *steps[:2]]          # steps in turn, wrapping round
@@ -53,11 +52,20 @@ def test_a_build_probe_calls_the_commits_build_on_each_step_in_turn(gen4):
         side.close()
 
 
-def test_a_forward_probe_runs_no_kernel_and_records_nothing(gen4):
+def test_a_forward_probe_times_a_later_layer_on_metadata_made_for_its_call(gen4):
     side = _side(gen4, "forward")
     try:
         assert {p.mode for p in side.session.proxies} == {"replay"}
-        assert side.sample(8) > 0
+        built, layers = [], []
+        real_build, real_forward = side._build, side._forward
+        side._build = lambda cm: built.append(cm) or real_build(cm)
+        side._forward = lambda m, *rest: layers.append(m) or real_forward(m, *rest)
+        assert side.sample(3) > 0
+        # per call: its own build() and first layer (untimed), then the timed later layer on
+        # the same, fresh metadata; no kernel ran and nothing was recorded
+        assert len(built) == 3 and len(layers) == 6
+        assert [id(m) for m in layers[0::2]] == [id(m) for m in layers[1::2]]
+        assert len({id(m) for m in layers}) == 3
         assert all(not p.calls for p in side.session.proxies)
     finally:
         side.close()
