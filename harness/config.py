@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,6 +17,15 @@ from harness.errors import ConfigError
 from harness.ladders import Ladder, ceil_div
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+#: K/V cache dtypes a config may name (vLLM's ``CacheDType`` names the Spyre backends know of:
+#: "auto" is the model dtype; the FP8 names are those the newest head-major backends accept).
+#: Whether a commit takes one is its own answer: a backend that refuses it is that config's skip.
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+#: Fields one layer of a heterogeneous model may override (vLLM's ``per_layer_overrides``),
+#: by the harness's name, with the name of vLLM's ``ModelArchitectureConfig`` field.
+LAYER_FIELDS = {"num_kv_heads": "total_num_kv_heads", "head_size": "head_size"}
+#: Most speculative tokens a config may name: past this no verify step fits a token budget.
+MAX_SPEC_TOKENS = 64
 
 KV_BUCKETS = "SPYRE_ATTN_KV_BUCKETS"
 QUERY_BUCKETS = "SPYRE_ATTN_QUERY_BUCKETS"
@@ -25,23 +35,20 @@ BATCHED_DECODE = "SPYRE_BATCHED_DECODE"
 #: them, and the embedded reference models them.
 BUCKET_VARS = (KV_BUCKETS, QUERY_BUCKETS, NUM_SEQS_BUCKETS, BATCHED_DECODE)
 
-#: The attention path's other knobs (the newest ``envs.py``): handed to the commit, which parses
-#: them itself; what each accepts, checked here first so a typo is one clear line. A commit whose
-#: ``envs.py`` does not know a knob given is a skip naming it; the reference models none of them.
-KNOBS: dict[str, tuple[str, ...] | type] = {
-    "SPYRE_ATTN_KV_LAYOUT": ("token_major", "head_major"),
-    "SPYRE_ATTN_FOR_EACH_TILE": ("0", "1"),
-    "SPYRE_ATTN_MAX_CORES": int,
-    "SPYRE_ATTN_RECORD": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": int,
-    "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": ("0", "1"),
-    "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": int,
-    "SPYRE_MAX_NUM_PARTIAL_PREFILLS": int,
-    "SPYRE_COMPILE_GRANULARITY": ("block", "model"),
-    "DXP_LOOP_UNROLL": int,
-}
-ENV_VARS = BUCKET_VARS + tuple(KNOBS)
+#: Short names (in labels) of knobs the tiers sweep. Which knobs a commit offers, their defaults
+#: and how it reads them are its own ``envs.py``'s (harness.subjects.source.knobs), never a list
+#: here: a knob its registry lacks is a skip naming it, one no subject declares a usage error.
+LABELS = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
+          BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
+          "SPYRE_ATTN_FOR_EACH_TILE": "for_each_tile", "SPYRE_ATTN_MAX_CORES": "max_cores",
+          "SPYRE_ATTN_RECORD": "record", "SPYRE_JAGGED_ATTENTION": "jagged",
+          "SPYRE_JAGGED_PARALLEL_ENTRIES": "jagged_entries",
+          "SPYRE_MAX_NUM_PARTIAL_PREFILLS": "partial_prefills",
+          "SPYRE_COMPILE_GRANULARITY": "granularity"}
+#: The variables a load window always clears (with every one the commit's registry declares).
+ENV_VARS = tuple(LABELS)
+#: What an env variable's name may be (an override naming anything else is a typo).
+ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 #: Batched decode needs at least this many decodes in a step (spyre-inference's metadata builder,
 #: docs/spyre-inference.md, section 2); fewer run per sequence.
 MIN_BATCHED_SEQS = 4
@@ -54,30 +61,6 @@ MAX_SIZE = 2**31 - 1
 #: Bytes per K/V page and per token of the index tensors a full step needs on the harness's side
 #: (page permutation int64, block table int32, fill mask; slot mapping and positions int64).
 PAGE_INDEX_BYTES, TOKEN_INDEX_BYTES = 16, 24
-
-_SHORT = {KV_BUCKETS: "kv", QUERY_BUCKETS: "query", NUM_SEQS_BUCKETS: "num_seqs",
-          BATCHED_DECODE: "batched", "SPYRE_ATTN_KV_LAYOUT": "layout",
-          "SPYRE_ATTN_FOR_EACH_TILE": "for_each_tile", "SPYRE_ATTN_MAX_CORES": "max_cores",
-          "SPYRE_ATTN_RECORD": "record", "SPYRE_JAGGED_ATTENTION": "jagged",
-          "SPYRE_JAGGED_ATTENTION_PARALLEL_ENTRIES": "jagged_entries",
-          "SPYRE_JAGGED_ATTENTION_BATCH_PARALLEL": "jagged_batch",
-          "SPYRE_JAGGED_ATTENTION_MIN_QUERY_TILE": "jagged_min_tile",
-          "SPYRE_MAX_NUM_PARTIAL_PREFILLS": "partial_prefills",
-          "SPYRE_COMPILE_GRANULARITY": "granularity", "DXP_LOOP_UNROLL": "unroll"}
-
-
-def parse_knob(name: str, raw: str) -> str:
-    """A knob's value as the commit will read it, or a ConfigError naming what it accepts."""
-    accepted = KNOBS[name]
-    if accepted is int:
-        try:
-            int(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r}: must be an integer") from None
-    elif raw not in accepted:
-        raise ConfigError(f"{name}={raw!r}: must be one of {', '.join(accepted)}")
-    return raw
-
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -95,18 +78,40 @@ class EngineConfig:
     #: The model's attention window in tokens (None: full attention), handed to the builder's
     #: K/V cache spec, the impl and (generation 4 on) the bucketer, as the engine does.
     sliding_window: int | None = None
+    #: The K/V cache's dtype (``cache_config.cache_dtype``, the impl's ``kv_cache_dtype``).
+    kv_cache_dtype: str = "auto"
+    #: Draft tokens a speculative-decoding engine verifies per step
+    #: (``speculative_config.num_speculative_tokens``; 0: no speculative config at all).
+    spec_tokens: int = 0
+    #: Per layer, the fields of :data:`LAYER_FIELDS` whose value differs from the model-wide one
+    #: (vLLM's ``model_arch_config.per_layer_overrides``), as ``((name, value), ...)`` per layer;
+    #: None for a model whose layers all agree.
+    layer_overrides: tuple[tuple[tuple[str, int], ...], ...] | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "sliding_window" and value is None:
+            if field.name in ("sliding_window", "layer_overrides") and value is None:
                 continue
             if field.name == "dtype":
                 if value not in DTYPE_BYTES:
                     raise ConfigError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {value!r}")
                 continue
+            if field.name == "kv_cache_dtype":
+                if value not in KV_CACHE_DTYPES:
+                    raise ConfigError(f"kv_cache_dtype must be one of "
+                                      f"{', '.join(KV_CACHE_DTYPES)}, got {value!r}")
+                continue
+            if field.name == "layer_overrides":
+                self._check_layers(value)
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{field.name} must be an integer, got {value!r}")
+            if field.name == "spec_tokens":
+                if not 0 <= value <= MAX_SPEC_TOKENS:
+                    raise ConfigError(f"spec_tokens must be a non-negative integer <= "
+                                      f"{MAX_SPEC_TOKENS}, got {value}")
+                continue
             if value < 1:
                 raise ConfigError(f"{field.name} must be >= 1, got {value}")
             if value > MAX_SIZE:
@@ -120,6 +125,27 @@ class EngineConfig:
             raise ConfigError(
                 f"block_size must be a multiple of 64 (Spyre's stick width), got {self.block_size}")
         self._check_footprint()
+
+    def _check_layers(self, layers) -> None:
+        """One entry per layer, each naming fields of :data:`LAYER_FIELDS` with a value no
+        larger than the model-wide one (vLLM's whole-model value is the largest layer's)."""
+        if not isinstance(layers, tuple) or len(layers) != self.num_layers:
+            raise ConfigError(f"layer_overrides must hold one entry per layer ({self.num_layers})")
+        for index, layer in enumerate(layers):
+            for name, value in layer:
+                if name not in LAYER_FIELDS:
+                    raise ConfigError(f"layer {index}: {name!r} cannot differ per layer; "
+                                      f"known: {', '.join(LAYER_FIELDS)}")
+                if isinstance(value, bool) or not isinstance(value, int) or \
+                        not 1 <= value <= getattr(self, name):
+                    raise ConfigError(f"layer {index}: {name} must be an integer from 1 to the "
+                                      f"model-wide {getattr(self, name)}, got {value!r}")
+
+    def layer(self, index: int) -> dict[str, int]:
+        """Layer ``index``'s own values of :data:`LAYER_FIELDS` (the model-wide ones where it
+        overrides none)."""
+        own = dict(self.layer_overrides[index]) if self.layer_overrides else {}
+        return {name: own.get(name, getattr(self, name)) for name in LAYER_FIELDS}
 
     def footprint(self) -> int:
         """Bytes the index tensors of one full step take (every sequence at max_model_len, a
@@ -154,7 +180,9 @@ class EngineConfig:
 
     def label(self) -> str:
         window = f" sw={self.sliding_window}" if self.sliding_window else ""
-        return f"bs={self.block_size} mml={self.max_model_len}{window}"
+        spec = f" spec={self.spec_tokens}" if self.spec_tokens else ""
+        kv = f" kv={self.kv_cache_dtype}" if self.kv_cache_dtype != "auto" else ""
+        return f"bs={self.block_size} mml={self.max_model_len}{window}{spec}{kv}"
 
 
 @functools.cache
@@ -208,13 +236,12 @@ class Overrides:
     def __post_init__(self) -> None:
         # Parse eagerly so a malformed override fails when the matrix is built, not mid-run.
         for name, value in self.raw:
-            if name not in ENV_VARS:
-                raise ConfigError(f"unknown override {name!r}; known: {', '.join(ENV_VARS)}")
+            if not ENV_NAME.fullmatch(name):
+                raise ConfigError(f"unknown override {name!r}: not an environment variable name "
+                                  f"(e.g. {KV_BUCKETS})")
             if name == BATCHED_DECODE:
                 parse_flag(name, value)
-            elif name in KNOBS:
-                parse_knob(name, value)
-            else:
+            elif name in BUCKET_VARS:
                 parse_bucket_list(name, value)
 
     @classmethod
@@ -263,12 +290,12 @@ class Overrides:
     @property
     def knobs(self) -> dict[str, str]:
         """The attention-path knobs given (beyond the bucket overrides)."""
-        return {k: v for k, v in self.raw if k in KNOBS}
+        return {k: v for k, v in self.raw if k not in BUCKET_VARS}
 
     def label(self) -> str:
         if not self.raw:
             return "none"
-        return " ".join(f"{_SHORT[k]}={v}" for k, v in self.raw)
+        return " ".join(f"{LABELS.get(k, k)}={v}" for k, v in self.raw)
 
     def with_env(self, **env: str) -> Overrides:
         merged = self.as_env()

@@ -19,6 +19,7 @@ from harness.config import (
     Overrides,
 )
 from harness.errors import ConfigError
+from harness.presets import DEFAULT_PRESET, preset_config
 
 _ON = {BATCHED_DECODE: "1"}
 
@@ -38,6 +39,9 @@ OVERRIDE_SETS: dict[str, dict[str, str]] = {
     "python-loops": {**_ON, "SPYRE_ATTN_FOR_EACH_TILE": "0"},
     "jagged": {"SPYRE_JAGGED_ATTENTION": "1"},
 }
+#: Every variable a named set gives: known to the harness, so a subject lacking one skips
+#: (one no set names and no subject declares is a usage error: harness.cli.options).
+SET_VARIABLES = frozenset(name for env in OVERRIDE_SETS.values() for name in env)
 #: The override sets of the original review's questions (every subject, the reference included).
 REVIEW_SETS = ("none", "batched", "kv-above-limit", "kv-sparse", "num-seqs-low", "query-no-1")
 
@@ -53,6 +57,9 @@ class Tier:
     #: The mixes ``kernel`` runs on this tier when none is named (None: every mix). Exact
     #: figures take every mix (milliseconds each); a kernel unit compiles and times.
     kernel_mixes: tuple[str, ...] | None = None
+    #: Speculative tokens per step (0: no drafter), and the model shapes (harness.presets).
+    spec_tokens: tuple[int, ...] = (0,)
+    presets: tuple[str, ...] = (DEFAULT_PRESET,)
 
 
 TIERS: dict[str, Tier] = {
@@ -67,9 +74,10 @@ TIERS: dict[str, Tier] = {
                  kernel_mixes=("four-3-block-decodes", "bimodal")),
     # Sized for a nightly ASV run: every tracked figure is one benchmark process per combination
     # (about 10 ms each), so 360 configs x 8 workloads is minutes, not hours.
-    "full": Tier("nightly: 6 block sizes x 5 max_model_len x every override set x 2 max_num_seqs",
+    "full": Tier("nightly: 6 block sizes x 5 max_model_len x every override set x 2 max_num_seqs "
+                 "x 0 and 3 speculative tokens",
                  (64, 128, 192, 256, 320, 512), (256, 2048, 8192, 32768, 131072),
-                 tuple(OVERRIDE_SETS), max_num_seqs=(8, 32), steps=64),
+                 tuple(OVERRIDE_SETS), max_num_seqs=(8, 32), steps=64, spec_tokens=(0, 3)),
 }
 
 
@@ -80,9 +88,12 @@ class Case:
     config: EngineConfig
     overrides: Overrides
     overrides_name: str = field(default="custom")
+    #: The model shape it was made from (harness.presets)
+    preset: str = DEFAULT_PRESET
 
     def label(self) -> str:
-        return f"{self.config.label()} env={self.overrides_name}"
+        shape = f" preset={self.preset}" if self.preset != DEFAULT_PRESET else ""
+        return f"{self.config.label()}{shape} env={self.overrides_name}"
 
     def key(self) -> dict:
         """The identifying fields, for JSON rows and ASV params."""
@@ -90,9 +101,12 @@ class Case:
                 "max_num_seqs": self.config.max_num_seqs,
                 "max_num_batched_tokens": self.config.max_num_batched_tokens,
                 "overrides": self.overrides_name, "env": self.overrides.as_env(),
-                # only when set: every full-attention case keeps the key it always had
+                # only when set: every full-attention case keeps the key it always had, and so
+                # does one of the default shape without a drafter
                 **({"sliding_window": self.config.sliding_window}
-                   if self.config.sliding_window else {})}
+                   if self.config.sliding_window else {}),
+                **({"preset": self.preset} if self.preset != DEFAULT_PRESET else {}),
+                **({"spec_tokens": self.config.spec_tokens} if self.config.spec_tokens else {})}
 
 
 def override_set(name: str) -> Overrides:
@@ -102,13 +116,18 @@ def override_set(name: str) -> Overrides:
 
 
 def expand(base: EngineConfig, block_sizes, max_model_lens, max_num_seqs,
-           overrides: list[tuple[str, Overrides]]) -> list[Case]:
-    """The cross product, in a stable order (overrides outermost, then bs, mml, mns)."""
+           overrides: list[tuple[str, Overrides]], spec_tokens=(0,),
+           presets: dict[str, EngineConfig] | None = None) -> list[Case]:
+    """The cross product, in a stable order (presets outermost, then speculative tokens,
+    overrides, bs, mml, mns); ``presets`` maps a preset's name to its base (default: ``base``
+    as the default preset)."""
     cases = []
-    for (name, ov), bs, mml, mns in itertools.product(overrides, block_sizes, max_model_lens,
-                                                      max_num_seqs):
-        config = base.replace(block_size=bs, max_model_len=mml, max_num_seqs=mns)
-        cases.append(Case(config, ov, name))
+    for (shape, config0), spec, (name, ov), bs, mml, mns in itertools.product(
+            (presets or {DEFAULT_PRESET: base}).items(), spec_tokens, overrides, block_sizes,
+            max_model_lens, max_num_seqs):
+        config = config0.replace(block_size=bs, max_model_len=mml, max_num_seqs=mns,
+                                 spec_tokens=spec)
+        cases.append(Case(config, ov, name, shape))
     return cases
 
 
@@ -116,16 +135,26 @@ def tier_cases(name: str, base: EngineConfig | None = None) -> list[Case]:
     if name not in TIERS:
         raise ConfigError(f"unknown tier {name!r}; known: {', '.join(TIERS)}")
     t = TIERS[name]
+    presets = ({DEFAULT_PRESET: base} if base is not None
+               else {p: preset_config(p) for p in t.presets})
     return expand(base or EngineConfig(), t.block_sizes, t.max_model_lens, t.max_num_seqs,
-                  [(o, override_set(o)) for o in t.override_sets])
+                  [(o, override_set(o)) for o in t.override_sets], t.spec_tokens, presets)
 
 
 #: The fields of a case key that name a case, in label order.
-CASE_FIELDS = ("block_size", "max_model_len", "max_num_seqs", "sliding_window", "overrides",
-               "workload")
+CASE_FIELDS = ("preset", "block_size", "max_model_len", "max_num_seqs", "sliding_window",
+               "spec_tokens", "overrides", "workload")
 #: Short names of the case parameters, in labels and comment headings.
 PARAM_SHORT = {"block_size": "bs", "max_model_len": "mml", "max_num_seqs": "mns", "overrides": "env",
-               "workload": "workload", "sliding_window": "sw"}
+               "workload": "workload", "sliding_window": "sw", "preset": "preset",
+               "spec_tokens": "spec"}
+
+
+def case_variant(params: dict) -> str:
+    """A table's overrides cell: the override set, and the model shape and speculative tokens
+    where they are not the default (``batched · spec 3``)."""
+    extra = [f"{PARAM_SHORT[k]} {params[k]}" for k in ("preset", "spec_tokens") if k in params]
+    return " · ".join([str(params["overrides"]), *extra])
 
 
 def case_label(params: dict) -> str:

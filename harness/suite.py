@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.errors import CapabilityMissing, HarnessError
 from harness.matrix import TIERS, Tier, tier_cases
+from harness.presets import DEFAULT_PRESET
 
 SUBJECT_ENV = "SPYRE_BENCH_SUBJECT"
 TIER_ENV = "SPYRE_BENCH_TIER"
@@ -140,10 +141,25 @@ def skipping(benchmark: str):
 CASE_KEY_NAMES = ("block_size", "max_model_len", "max_num_seqs", "overrides")
 
 
+def swept(t: Tier) -> tuple[str, ...]:
+    """The axes beyond :data:`CASE_KEY_NAMES` that tier ``t`` sweeps (model shapes, speculative
+    tokens): each is a parameter only where it is swept, so a tier that sweeps none keeps the
+    parameters (and the histories) it always had."""
+    return tuple(name for name, values, default in (
+        ("preset", t.presets, (DEFAULT_PRESET,)), ("spec_tokens", t.spec_tokens, (0,)))
+        if tuple(values) != default)
+
+
+def key_names(t: Tier | None = None) -> list[str]:
+    """The config benchmarks' parameter names on tier ``t`` (default: this process's)."""
+    return list(CASE_KEY_NAMES) + list(swept(t or tier()))
+
+
 def config_params() -> tuple[list, list[str]]:
     t = tier()
     return ([list(t.block_sizes), list(t.max_model_lens), list(t.max_num_seqs),
-             list(t.override_sets)], list(CASE_KEY_NAMES))
+             list(t.override_sets), *(list(getattr(t, f"{n}s" if n == "preset" else n))
+                                      for n in swept(t))], key_names(t))
 
 
 def cases():
@@ -172,6 +188,8 @@ def wanted(key: tuple) -> bool:
     return _wanted is None or any(c[:len(key)] == key for c in _wanted)
 
 
-def case_key(case) -> tuple:
+def case_key(case, t: Tier | None = None) -> tuple:
     c = case.config
-    return (c.block_size, c.max_model_len, c.max_num_seqs, case.overrides_name)
+    extra = {"preset": case.preset, "spec_tokens": c.spec_tokens}
+    return (c.block_size, c.max_model_len, c.max_num_seqs, case.overrides_name,
+            *(extra[n] for n in swept(t or tier())))

@@ -44,7 +44,9 @@ CASES = [
     ("env-no-sizes", "ladders --env SPYRE_ATTN_KV_BUCKETS=,", 2, "no bucket sizes"),
     ("env-zero", "ladders --env SPYRE_ATTN_KV_BUCKETS=0,128", 2, "must be >= 1, got 0"),
     ("env-negative", "ladders --env SPYRE_ATTN_QUERY_BUCKETS=-64", 2, "must be >= 1, got -64"),
-    ("env-unknown", "ladders --env SPYRE_FAST=1", 2, "unknown override 'SPYRE_FAST'"),
+    ("env-unknown", "ladders --env SPYRE_FAST=1", 2, "unknown knob SPYRE_FAST: no subject "
+     "given declares it"),
+    ("env-not-a-name", "ladders --env spyre-fast=1", 2, "unknown override 'spyre-fast': not an"),
     ("env-no-equals", "ladders --env SPYRE_ATTN_KV_BUCKETS", 2, "expected KEY=VALUE"),
     ("env-twice", "cost --env SPYRE_ATTN_KV_BUCKETS=128 --env SPYRE_ATTN_KV_BUCKETS=256", 2,
      "given twice ('128' and '256')"),

@@ -86,6 +86,18 @@ CASES += [
      "index tensors, above half this machine"),
     ("mns-nan", "ladders --max-num-seqs nan", "expected comma-separated integers"),
     ("mnbt-inf", "cost --max-num-batched-tokens inf", "invalid int value: 'inf'"),
+    # -- model presets and speculative tokens (issue 32) --
+    ("preset-unknown", "ladders --preset granite-9000", "unknown preset 'granite-9000'; known: "),
+    ("preset-unknown-in-list", "cost --preset mqa,nope --step 5", "unknown preset 'nope'"),
+    ("preset-empty", "compare --base reference:pre-810 --head reference:chunked --preset ''",
+     "unknown preset ''"),
+    ("spec-tokens-negative", "ladders --spec-tokens -1", "--spec-tokens: expected non-negative"),
+    ("spec-tokens-word", "cost --spec-tokens three --step 5", "--spec-tokens: expected non-"),
+    ("spec-tokens-fraction", "kernel --spec-tokens 1.5 --step 5", "--spec-tokens: expected non-"),
+    ("spec-tokens-huge", f"compare --base reference:pre-810 --head reference:chunked "
+     f"--spec-tokens {HUGE_INT}", "--spec-tokens: expected non-negative integers up to 64"),
+    ("preset-layers", "ladders --preset mixed-kv-heads --num-layers 40",
+     "layer_overrides must hold one entry per layer (40)"),
     # -- patterns and names --
     ("run-bench-paren", "run --bench ( --results-dir {w}/stored", "is not a regular expression"),
     ("run-bench-class", "run --bench [a- --results-dir {w}/stored", "is not a regular expression"),

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from harness.cli import parser
 from harness.cli.compare import comparison_from_args, document_of
-from harness.config import BATCHED_DECODE, BUCKET_VARS, KNOBS
-from harness.matrix import OVERRIDE_SETS
+from harness.config import BATCHED_DECODE, BUCKET_VARS
+from harness.matrix import OVERRIDE_SETS, SET_VARIABLES
 from harness.report.markdown import render
 from harness.report.schema import MAX_DEPTH, MAX_NUMBER_CHARS, load_document
 from harness.subjects import POLICIES
@@ -52,14 +52,16 @@ def bucket_list(draw):
 @st.composite
 def env_overrides(draw) -> list[str]:
     """``--env`` arguments: a few of every variable the harness accepts."""
-    names = draw(st.lists(st.sampled_from([*BUCKET_VARS, *KNOBS]), unique=True, max_size=4))
+    knobs = {n: sorted({env[n] for env in OVERRIDE_SETS.values() if n in env})
+             for n in SET_VARIABLES if n not in BUCKET_VARS}
+    names = draw(st.lists(st.sampled_from([*BUCKET_VARS, *sorted(knobs)]), unique=True,
+                          max_size=4))
     out = []
     for name in names:
         if name == BATCHED_DECODE:
             value = draw(st.sampled_from(["0", "1", " 1", "+1"]))
-        elif name in KNOBS:
-            accepted = KNOBS[name]
-            value = draw(integer_text(0, 64)) if accepted is int else draw(st.sampled_from(accepted))
+        elif name in knobs:
+            value = draw(st.sampled_from(knobs[name]))
         else:
             value = draw(st.just("") | bucket_list())
         out.append(f"{name}={value}")

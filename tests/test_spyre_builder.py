@@ -102,6 +102,23 @@ def test_a_vllm_name_no_stand_in_covers_is_a_skip_naming_it(spyre_repo):
     assert "cannot be loaded with spyre-bench's vLLM stand-ins" in figures["skipped"]
 
 
+@pytest.mark.parametrize("line, said", [
+    ("import spyre_inference.v1.attention.gone", "imports spyre_inference.v1.attention.gone"),
+    ("from spyre_inference.v1.attention.backends import gone",
+     "imports a name from spyre_inference.v1.attention.backends")])
+def test_a_spyre_inference_module_missing_from_the_tree_is_the_commits_gap(spyre_repo, line,
+                                                                           said):
+    from harness.workloads import specs
+
+    rev = spyre_repo.edit(BACKEND, "from vllm.logger import init_logger\n",
+                          f"from vllm.logger import init_logger\n{line}  # noqa: F401\n",
+                          parent="gen3")
+    (figures,) = workload_figures(resolve_subject(spyre_repo.spec(rev)), CASE,
+                                  specs([], [], ["150,150,150,150"])).values()
+    assert f"{said}, which is not in this commit's tree" in figures["skipped"]
+    assert "stand-in" not in figures["skipped"]
+
+
 @pytest.mark.parametrize("generation", ["pre-810", "810-topup", "810-clamp"])
 def test_generation_a_builders_agree_with_the_model_on_the_review_step(spyre_repo, generation):
     from tests.fixtures.spyre_repo import REFERENCE_POLICY

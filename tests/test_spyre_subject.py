@@ -225,9 +225,9 @@ def test_an_exception_for_one_config_is_a_skip_naming_subject_and_config(spyre_r
 
 def test_a_config_attribute_the_harness_does_not_model_is_named(spyre_repo):
     line = "        max_model_len = vllm_config.model_config.max_model_len\n"
-    rev = spyre_repo.edit(BUCKETER, line, line + "        dtype = vllm_config.model_config.dtype\n",
+    rev = spyre_repo.edit(BUCKETER, line, line + "        hf = vllm_config.model_config.hf_config\n",
                           parent="810-clamp")
-    with pytest.raises(SubjectRejected, match=r"vllm_config\.model_config\.dtype is not "
+    with pytest.raises(SubjectRejected, match=r"vllm_config\.model_config\.hf_config is not "
                                               r"provided by spyre-bench"):
         resolve_subject(spyre_repo.spec(rev)).bucketing(cfg(), NONE)
 

@@ -41,10 +41,20 @@ def test_every_name_the_real_files_import_resolves_in_the_stand_ins(module, name
     try:
         assert module in table, f"no stand-in module {module}"
         namespace: dict = {}
-        exec(f"from {module} import {name} as found", _importer(table), namespace)
-        assert namespace["found"] is not None
+        imported, *attributes = name.split(".")   # Attention.forward: read off the class
+        exec(f"from {module} import {imported} as found", _importer(table), namespace)
+        found = namespace["found"]
+        for attribute in attributes:
+            found = getattr(found, attribute)
+        assert found is not None
     finally:
         close_modules(table)
+
+
+def test_the_math_helpers_compute_what_vllm_documents():
+    math_utils = modules(logging.NullHandler())["vllm.utils.math_utils"]
+    assert [math_utils.cdiv(n, 64) for n in (1, 64, 65, 128)] == [1, 1, 2, 2]
+    assert [math_utils.next_power_of_2(n) for n in (0, 1, 2, 3, 64, 65)] == [1, 1, 2, 4, 64, 128]
 
 
 def _importer(table):

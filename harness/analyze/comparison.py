@@ -46,6 +46,53 @@ class LadderChange:
 
 
 @dataclass(frozen=True)
+class KnobChange:
+    """A knob of the commits' ``envs.py`` registries whose default differs between the sides
+    (None: the side does not declare it): what each side measures when no override names it."""
+
+    knob: str
+    base: str | None
+    head: str | None
+    #: "default" (both declare it), "added" (only the head does) or "removed"
+    change: str = "default"
+
+
+def _unset(value) -> str:
+    return "unset" if value is None else value
+
+
+def default_lines(knobs: list[dict]) -> list[str]:
+    """A comparison document's changed knob defaults in words, one line each: what each side
+    runs when no override names the knob, said before anything else."""
+    return [f"default changed: {k['knob']} {_unset(k['base'])} → {_unset(k['head'])}"
+            for k in knobs if k["change"] == "default"]
+
+
+def added_removed_lines(knobs: list[dict]) -> list[str]:
+    """The knobs the head's registry added and removed, a line for each kind."""
+    lines = []
+    for change, side, said in (("added", "head", "default"), ("removed", "base", "default was")):
+        found = [f"{k['knob']} ({said} {_unset(k[side])})" for k in knobs
+                 if k["change"] == change]
+        if found:
+            lines.append(f"knobs {change}: {', '.join(found)}")
+    return lines
+
+
+def knob_changes(base: dict | None, head: dict | None) -> list[KnobChange]:
+    """What changed between two registries (name -> Knob; None: no registry to read): every
+    default that differs, then every knob added or removed. Nothing where a side has none."""
+    if base is None or head is None:
+        return []
+    both = [n for n in head if n in base]
+    changed = [KnobChange(n, base[n].default, head[n].default) for n in both
+               if base[n].default != head[n].default]
+    added = [KnobChange(n, None, head[n].default, "added") for n in head if n not in base]
+    removed = [KnobChange(n, base[n].default, None, "removed") for n in base if n not in head]
+    return changed + added + removed
+
+
+@dataclass(frozen=True)
 class TimingChange:
     benchmark: str
     params: dict
@@ -96,6 +143,11 @@ class Comparison:
     timing_notes: list[str] = field(default_factory=list)
     #: Timing verdicts are advisory: base and head were not measured interleaved.
     timing_advisory: bool = False
+    #: Knob defaults (the commits' envs.py) that differ: each side is measured on its own.
+    knobs: list[KnobChange] = field(default_factory=list)
+    #: What the commits' code said (warnings) while building each config's buckets and builder:
+    #: (params, base's notes, head's notes), where either side said something.
+    notes: list[tuple[dict, list[str], list[str]]] = field(default_factory=list)
     #: The configs compared (bs, mml, mns, overrides), and each override set's env in full.
     configs: list[dict] = field(default_factory=list)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -163,6 +215,12 @@ def as_document(c: Comparison) -> dict:
         "lost": [{"what": w, "why": r} for w, r in c.lost],
         "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
         "configs": c.configs, "envs": c.envs,
+        # only where there is something: a comparison without keeps the document it always had
+        **({"knobs": [{"knob": k.knob, "base": k.base, "head": k.head, "change": k.change}
+                      for k in c.knobs]}
+           if c.knobs else {}),
+        **({"notes": [{"params": p, "base": b, "head": h} for p, b, h in c.notes]}
+           if c.notes else {}),
     }
 
 

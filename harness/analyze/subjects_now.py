@@ -16,6 +16,7 @@ from harness.analyze.comparison import (
     Side,
     TimingChange,
     add_timings,
+    knob_changes,
     number_or_none,
 )
 from harness.evaluate import config_figures, prefetch, workload_figures
@@ -75,19 +76,32 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
     """Exact comparison of two subjects computed now (no stored results needed)."""
     comparison = Comparison(Side(base.spec, _commit(base), sources=base.sources),
                             Side(head.spec, _commit(head), sources=head.sources), **kwargs)
+    comparison.knobs = knob_changes(base.knobs, head.knobs)
     prefetch([base, head], cases, workloads)   # over the cores; the loop below reads the memo
     for case in cases:
         key = {k: case.key()[k] for k in CASE_FIELDS if k in case.key()}
         comparison.configs.append(key)
         comparison.envs[case.overrides_name] = case.overrides.as_env()
-        compare_figures(comparison, key, config_figures(base, case), config_figures(head, case),
-                        list(CONFIG_METRICS))
+        fb, fh = config_figures(base, case), config_figures(head, case)
+        compare_figures(comparison, key, fb, fh, list(CONFIG_METRICS))
         wb = workload_figures(base, case, workloads)
         wh = workload_figures(head, case, workloads)
+        said = code_said(fb, wb), code_said(fh, wh)
+        if any(said):
+            comparison.notes.append((key, *said))
         for name in wb:
             compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
                             list(WORKLOAD_METRICS))
     return comparison
+
+
+def code_said(config: dict, workloads: dict | None = None) -> list[str]:
+    """What the commit's code warned for one config, once each: its bucketer's notes (config
+    figures) and its builder's (each workload's, the same load for all of them)."""
+    said = list(config.get("notes", ()))
+    for fig in (workloads or {}).values():
+        said += fig.get("notes", ())
+    return list(dict.fromkeys(said))
 
 
 def _commit(subject: Subject) -> str | None:

@@ -162,6 +162,7 @@ def comparison_from_args(args):
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
     cases, specs = options.cases(args), options.workloads(args)
+    options.check_knobs([base, head], cases)
     comparison = compare_subjects(base, head, cases, specs, **_judging(args))
     if args.timings:
         from harness.analyze.subjects_now import add_host_run, add_kernel_run

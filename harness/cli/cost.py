@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.analyze.subjects_now import changed_fields
+from harness.analyze.subjects_now import changed_fields, code_said
 from harness.cli import options
 from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import prefetch, workload_figures
+from harness.matrix import case_variant
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
-from harness.report.tables import cell, console, print_json, table
+from harness.report.tables import SAID, cell, console, print_json, said_text, table
 
 NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per sequence); the "
         "batched formulas are spyre-inference's")
@@ -43,6 +44,7 @@ def register(sub) -> None:
 def run(args) -> int:
     subjects = options.subjects(args)
     cases = options.cases(args)
+    options.check_knobs(subjects, cases)
     specs = options.workloads(args)
     rows = []
     prefetch(subjects, cases, specs)   # over the cores, as compare does; the loop reads the memo
@@ -84,30 +86,53 @@ def _paths(fig: dict) -> str:
 def _render(rows, specs, per_step) -> None:
     out = console()
     metrics = list(WORKLOAD_METRICS.values())
-    body = []
+    said = _said_per_case(rows, specs)
+    column = any(said.values())
+    body, shown = [], set()
     for r in rows:
         c = r["case"]
-        lead = [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"],
+        lead = [c["block_size"], c["max_model_len"], c["max_num_seqs"], case_variant(c),
                 r["workload"]]
+        key = repr(c)   # the config's warnings once, on its first row
+        note = [said[key] if key not in shown else ""] if column else []
+        shown.add(key)
         figs = [r["subjects"][s] for s in specs]
         skipped = [f.get("skipped") for f in figs]
         if any(skipped):
             body.append(lead + [f"skipped: {next(s for s in skipped if s)}"]
-                        + [""] * len(metrics))
+                        + [""] * len(metrics) + note)
             continue
         body.append(lead + [cell([_paths(f) for f in figs])]
-                    + [cell([f[m.name] for f in figs], m.unit) for m in metrics])
+                    + [cell([f[m.name] for f in figs], m.unit) for m in metrics] + note)
     title = f"cost: {specs[0]}" if len(specs) == 1 else f"cost: {specs[0]} → {specs[1]}"
     n_changed = sum(1 for r in rows if r.get("changed"))
     caption = NOTE + (f"; {n_changed} of {len(rows)} rows changed" if len(specs) == 2 else "")
     out.print(table(title, ["bs", "mml", "mns", "overrides", "workload", "paths"]
-                    + [m.label for m in metrics], body, caption=caption))
+                    + [m.label for m in metrics] + [SAID] * column, body, caption=caption))
     if per_step:
         for r in rows:
             for spec in specs:
                 fig = r["subjects"][spec]
                 if "per_step" in fig:
                     out.print(_step_table(spec, r, fig["per_step"]))
+
+
+def _said_per_case(rows, specs) -> dict[str, str]:
+    """Per config (its key, as text): what each subject's builder warned building it, over all
+    its workloads; with two subjects, each side's where they differ."""
+    per: dict[str, list[dict]] = {}
+    for r in rows:
+        figures = per.setdefault(repr(r["case"]), [{} for _ in specs])
+        for i, spec in enumerate(specs):
+            figures[i][r["workload"]] = r["subjects"][spec]
+    out = {}
+    for key, figures in per.items():
+        notes = [code_said({}, f) for f in figures]
+        if len(notes) == 1 or notes[0] == notes[1]:
+            out[key] = said_text(notes[0]) if notes[0] else ""
+        else:
+            out[key] = f"base: {said_text(notes[0])} | head: {said_text(notes[1])}"
+    return out
 
 
 def _step_table(spec, row, steps):

@@ -58,7 +58,9 @@ def disagreements(subject, model, cases, specs) -> list[dict]:
 def run(args) -> int:
     (subject,) = options.subjects(args)
     model = resolve_subject(f"reference:{args.policy}")
-    found = disagreements(subject, model, options.cases(args), options.workloads(args))
+    cases = options.cases(args)
+    options.check_knobs([subject], cases)
+    found = disagreements(subject, model, cases, options.workloads(args))
     if args.json:
         print(json.dumps({"subject": subject.spec, "model": model.spec, "disagreements": found},
                          indent=1, default=str))

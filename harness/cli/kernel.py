@@ -179,6 +179,7 @@ def run(args) -> int:
 def _run(args, cases, specs, pool) -> int:
     d = kernel_defaults()
     subjects = options.subjects(args)
+    options.check_knobs(subjects, cases)
 
     from harness.measure import device as devices
     from harness.measure.compiles import check_backend

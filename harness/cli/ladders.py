@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.analyze.subjects_now import changed_fields
+from harness.analyze.subjects_now import changed_fields, code_said
 from harness.cli import options
 from harness.errors import SubjectFailed, row_outcome
 from harness.evaluate import config_figures, field
+from harness.matrix import case_variant
 from harness.metrics import CONFIG_METRICS
-from harness.report.tables import cell, console, print_json, table
+from harness.report.tables import SAID, cell, console, print_json, said_text, table
 
 AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
 DEFAULT_AXES = ("kv", "num_blocks", "batched_num_seqs", "batched_num_blocks")
@@ -44,7 +45,9 @@ def run(args) -> int:
         raise options.ConfigError(f"unknown axes {sorted(unknown)}; known: {', '.join(AXES)}")
     fields = [f"ladders.{a}" for a in axes] + list(CONFIG_METRICS)
     rows = []
-    for case in options.cases(args):
+    cases = options.cases(args)
+    options.check_knobs(subjects, cases)
+    for case in cases:
         figures = {s.spec: config_figures(s, case) for s in subjects}
         row = {"case": case.key(), "subjects": figures}
         if len(subjects) == 2:
@@ -64,7 +67,7 @@ def run(args) -> int:
 
 
 def _case_cells(case: dict) -> list:
-    return [case["block_size"], case["max_model_len"], case["max_num_seqs"], case["overrides"]]
+    return [case["block_size"], case["max_model_len"], case["max_num_seqs"], case_variant(case)]
 
 
 def _render(rows, subjects, fields, changed_only) -> None:
@@ -74,15 +77,17 @@ def _render(rows, subjects, fields, changed_only) -> None:
               for f in fields]
     head = ["bs", "mml", "mns", "overrides"]
     if len(specs) == 1:
+        said = any(r["subjects"][specs[0]].get("notes") for r in rows)
         body = []
         for r in rows:
             fig = r["subjects"][specs[0]]
             if "skipped" in fig:
                 body.append(_case_cells(r["case"]) + [f"skipped: {fig['skipped']}"]
-                            + [""] * (len(fields) - 1))
+                            + [""] * (len(fields) - 1 + said))
                 continue
-            body.append(_case_cells(r["case"]) + [cell([field(fig, f)], _unit(f)) for f in fields])
-        out.print(table(f"ladders of {specs[0]}", head + labels, body))
+            body.append(_case_cells(r["case"]) + [cell([field(fig, f)], _unit(f)) for f in fields]
+                        + ([said_text(code_said(fig))] if said else []))
+        out.print(table(f"ladders of {specs[0]}", head + labels + [SAID] * said, body))
         return
     body = []
     for r in rows:
@@ -91,6 +96,10 @@ def _render(rows, subjects, fields, changed_only) -> None:
             body.append(_case_cells(r["case"]) + ["-", base.get("skipped", "ok"),
                                                   head_fig.get("skipped", "ok"), "skip"])
             continue
+        notes = [code_said(base), code_said(head_fig)]
+        if any(notes):
+            body.append(_case_cells(r["case"]) + [SAID, *map(said_text, notes),
+                                                  "=" if notes[0] == notes[1] else "changed"])
         for f, label in zip(fields, labels):
             is_changed = f in r["changed"]
             if changed_only and not is_changed:

@@ -6,15 +6,27 @@ import argparse
 import math
 import re
 
-from harness.config import BATCHED_DECODE, ENV_VARS, EngineConfig, Overrides
+from harness.config import (
+    BATCHED_DECODE,
+    BUCKET_VARS,
+    KV_CACHE_DTYPES,
+    MAX_SPEC_TOKENS,
+    EngineConfig,
+    Overrides,
+)
 from harness.errors import ConfigError
-from harness.matrix import OVERRIDE_SETS, TIERS, Case, expand, override_set
+from harness.matrix import OVERRIDE_SETS, SET_VARIABLES, TIERS, Case, expand, override_set
+from harness.presets import DEFAULT_PRESET, PRESETS, preset_config
 from harness.subjects import SPEC_HELP, Subject
+from harness.subjects.source.knobs import ENVS_FILE
 from harness.subjects.timeout import set_limit as set_subject_timeout
 from harness.worker import open_subject
 from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
 
 DEFAULT_SUBJECT = "reference:post-810-clamp"
+#: The shape flags of the config matrix: given, each changes that field of every preset.
+SHAPE_FLAGS = ("num_kv_heads", "queries_per_kv", "head_size", "dtype", "kv_cache_dtype",
+               "num_layers", "sliding_window")
 
 
 def int_list(text: str) -> list[int]:
@@ -52,6 +64,34 @@ def number(least: float | None = None, *, above: float | None = None,
         return value
 
     parse.__name__ = kind.__name__     # argparse names the type in its own messages
+    return parse
+
+
+def spec_token_list(text: str) -> list[int]:
+    """``0,3`` -> [0, 3]: speculative tokens per step, each a non-negative integer (argparse
+    type: anything else is one line, exit 2)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 or v > MAX_SPEC_TOKENS for v in values):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected non-negative integers up to "
+                                         f"{MAX_SPEC_TOKENS}, comma-separated, got {shown!r}")
+    return list(dict.fromkeys(values))
+
+
+def name_list(known, noun: str):
+    """An argparse type of comma-separated names from ``known``: an unknown one is one line
+    naming what is known (exit 2)."""
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {noun} {(unknown or [text])[0]!r}; "
+                                             f"known: {', '.join(known)}")
+        return list(dict.fromkeys(names))
+    parse.__name__ = noun
     return parse
 
 
@@ -127,15 +167,24 @@ def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> N
                    help=f"max_num_seqs (default {d.max_num_seqs})")
     g.add_argument("--max-num-batched-tokens", type=int, metavar="N",
                    default=d.max_num_batched_tokens, help="max_num_batched_tokens (default %(default)s)")
-    g.add_argument("--num-kv-heads", type=int, default=d.num_kv_heads, metavar="N",
-                   help="KV heads (default %(default)s)")
-    g.add_argument("--queries-per-kv", type=int, default=d.queries_per_kv, metavar="N",
-                   help="query heads per KV head (default %(default)s)")
-    g.add_argument("--head-size", type=int, default=d.head_size, metavar="N",
-                   help="head size (default %(default)s)")
-    g.add_argument("--dtype", default=d.dtype, help="model dtype (default %(default)s)")
-    g.add_argument("--num-layers", type=int, default=d.num_layers, metavar="N",
-                   help="attention layers per step (default %(default)s)")
+    g.add_argument("--preset", type=name_list(PRESETS, "preset"), metavar="NAME,..",
+                   help="model shapes (heads, head size, layers, per-layer overrides, dtypes): "
+                        + "; ".join(f"{k}: {v.description}" for k, v in PRESETS.items())
+                        + f" (default {DEFAULT_PRESET}, or the tier's); the flags below change "
+                          "one field of each")
+    g.add_argument("--spec-tokens", type=spec_token_list, metavar="N,..",
+                   help="speculative tokens a drafter proposes per step, handed to the code as "
+                        "vLLM's speculative_config (default 0: no drafter, or the tier's)")
+    g.add_argument("--num-kv-heads", type=int, metavar="N",
+                   help=f"KV heads (default {d.num_kv_heads})")
+    g.add_argument("--queries-per-kv", type=int, metavar="N",
+                   help=f"query heads per KV head (default {d.queries_per_kv})")
+    g.add_argument("--head-size", type=int, metavar="N", help=f"head size (default {d.head_size})")
+    g.add_argument("--dtype", help=f"model dtype (default {d.dtype})")
+    g.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES,
+                   help=f"K/V cache dtype (default {d.kv_cache_dtype}: the model's)")
+    g.add_argument("--num-layers", type=int, metavar="N",
+                   help=f"attention layers per step (default {d.num_layers})")
     g.add_argument("--sliding-window", type=int, metavar="TOKENS", default=None,
                    help="the model's attention window (default: full attention); handed to the "
                         "subject's builder, impl and bucketer as the engine hands it")
@@ -144,8 +193,11 @@ def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> N
                        f"{k}={Overrides.from_env(v).label()}" for k, v in OVERRIDE_SETS.items())
                    + f" (default {default_overrides})")
     g.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"an env override ({', '.join(ENV_VARS)}); repeatable; merged into each "
-                        "named set, or a set of its own when --overrides is not given")
+                   help=f"an env override: a bucket variable ({', '.join(BUCKET_VARS)}) or a "
+                        f"knob the commit's {ENVS_FILE} declares (its default is measured where "
+                        "none is given; a commit without the knob skips, naming it); "
+                        "repeatable; merged into each named set, or a set of its own when "
+                        "--overrides is not given")
     g.add_argument("--batched", action="store_true",
                    help="shorthand for --env SPYRE_BATCHED_DECODE=1")
     p.set_defaults(default_overrides=default_overrides)
@@ -158,12 +210,15 @@ def cases(args) -> list[Case]:
     block_sizes = pick(args.block_size, tier and tier.block_sizes, d.block_size)
     mmls = pick(args.max_model_len, tier and tier.max_model_lens, d.max_model_len)
     mnss = pick(args.max_num_seqs, tier and tier.max_num_seqs, d.max_num_seqs)
-    # Every config of the matrix is validated as it is built (expand); the base takes the first.
-    base = EngineConfig(block_size=block_sizes[0], max_model_len=mmls[0], max_num_seqs=mnss[0],
-                        max_num_batched_tokens=args.max_num_batched_tokens,
-                        num_kv_heads=args.num_kv_heads, queries_per_kv=args.queries_per_kv,
-                        head_size=args.head_size, dtype=args.dtype, num_layers=args.num_layers,
-                        sliding_window=getattr(args, "sliding_window", None))
+    presets = pick(args.preset, tier and tier.presets, DEFAULT_PRESET)
+    spec_tokens = pick(args.spec_tokens, tier and tier.spec_tokens, 0)
+    # Every config of the matrix is validated as it is built (expand); each preset's base takes
+    # the first sizes, and the shape flags given change that field of every preset.
+    given = {k: getattr(args, k) for k in SHAPE_FLAGS if getattr(args, k, None) is not None}
+    bases = {name: preset_config(name, block_size=block_sizes[0], max_model_len=mmls[0],
+                                 max_num_seqs=mnss[0],
+                                 max_num_batched_tokens=args.max_num_batched_tokens, **given)
+             for name in presets}
 
     if args.batched and any(e.partition("=")[0].strip() == BATCHED_DECODE for e in args.env):
         raise ConfigError(f"--batched sets {BATCHED_DECODE}=1: give either it or --env "
@@ -180,7 +235,32 @@ def cases(args) -> list[Case]:
         sets = [(extra.label().replace(" ", "+"), extra)]
     elif extra.raw:
         sets = [(f"{n}+{extra.label().replace(' ', '+')}", ov) for n, ov in sets]
-    return expand(base, block_sizes, mmls, mnss, sets)
+    return expand(bases[presets[0]], block_sizes, mmls, mnss, sets, spec_tokens, bases)
+
+
+def check_knobs(subjects: list[Subject], cases: list[Case]) -> None:
+    """Every knob the cases give is one some subject's ``envs.py`` declares, or one the tiers'
+    named sets sweep, and is readable the way each declaring commit reads it (an integer where it
+    calls ``int()``): else one line (exit 2). A subject that lacks a known knob skips, naming it."""
+    given: dict[str, set[str]] = {}
+    for case in cases:
+        for name, value in case.overrides.knobs.items():
+            given.setdefault(name, set()).add(value)
+    for name, values in given.items():
+        declaring = [s for s in subjects if s.knobs and name in s.knobs]
+        if not declaring and name not in SET_VARIABLES:
+            offered = sorted(set().union(*(s.knobs or {} for s in subjects)) - set(BUCKET_VARS))
+            said = (f"declared: {', '.join(offered)}" if offered
+                    else "they declare only the bucket variables"
+                    if any(s.knobs is not None for s in subjects)
+                    else "none of them has a knob registry")
+            raise ConfigError(f"unknown knob {name}: no subject given declares it in its "
+                              f"{ENVS_FILE} ({said})")
+        for subject in declaring:
+            for value in sorted(values):
+                why = subject.knobs[name].check(value)
+                if why:
+                    raise ConfigError(f"{why} ({subject.spec})")
 
 
 def add_workloads(p: argparse.ArgumentParser) -> None:

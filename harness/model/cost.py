@@ -213,6 +213,9 @@ class WorkloadCost:
                 "setup_h2d_bytes_by_tensor": dict(sorted(self.setup["by_tensor"].items()))}
                if self.setup is not None else {}),
             **({"per_step": self.step_rows()} if per_step else {}),
+            # what the commit's code warned while its builder was built (only where it did)
+            **({"notes": list(self.setup["notes"])}
+               if self.setup is not None and self.setup.get("notes") else {}),
         }
 
 

@@ -7,12 +7,13 @@ are (and as ``--json`` prints them).
 
 from __future__ import annotations
 
+from harness.matrix import case_variant
 from harness.report.tables import console, table
 
 
 def _lead(r: dict) -> list:
     c = r["case"]
-    return [c["block_size"], c["max_model_len"], c["max_num_seqs"], c["overrides"], r["workload"],
+    return [c["block_size"], c["max_model_len"], c["max_num_seqs"], case_variant(c), r["workload"],
             r["subject"]]
 
 

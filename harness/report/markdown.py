@@ -15,6 +15,7 @@ from collections import defaultdict
 from statistics import median
 
 from harness import __version__
+from harness.analyze.comparison import added_removed_lines, default_lines
 from harness.matrix import PARAM_SHORT
 from harness.metrics import METRICS, format_value
 from harness.registry import label_of
@@ -81,12 +82,66 @@ def _ladder_table(doc: dict) -> list[str]:
     items = sorted(rows.values(), key=lambda r: (rank.get(r[0]["axis"], 99), r[1],
                                                  r[0]["params"].get("block_size") or 0,
                                                  r[0]["params"].get("max_model_len") or 0))
+    said = _said_by_config(doc)
     table = [[escape(ld["axis"]), f"{ladder(ld['base'])} → {ladder(ld['head'])}",
               _at({k: v for k, v in ld["params"].items() if k != "overrides"})
-              + " \\| env " + escape(", ".join(envs))] for ld, envs in items[:_CAP]]
+              + " \\| env " + escape(", ".join(envs))]
+             + ([_said_cell(said, ld["params"], envs)] if said else [])
+             for ld, envs in items[:_CAP]]
     more = [f"… and {len(items) - _CAP} more (`--json`)"] if len(items) > _CAP else []
     return _details(f"ladder changes: {len(doc['ladders'])} (axis × config × env) in "
-                    f"{len(items)} rows", _table(["axis", "before → after", "at"], table) + more)
+                    f"{len(items)} rows", _table(["axis", "before → after", "at"]
+                                                 + ["the code said"] * bool(said), table) + more)
+
+
+def _said_by_config(doc: dict) -> dict[tuple, tuple[list, list]]:
+    """What the code warned per config (its params as a key): (base's, head's)."""
+    return {tuple(sorted(n["params"].items())): (n["base"], n["head"])
+            for n in doc.get("notes", ())}
+
+
+def _said_text(base: list, head: list) -> str:
+    if base == head:
+        return escape(" · ".join(head))
+    return (f"base: {escape(' · '.join(base) or '-')}; "
+            f"head: {escape(' · '.join(head) or '-')}")
+
+
+def _said_cell(said: dict, params: dict, envs: list[str]) -> str:
+    """The warnings of the configs a ladder row stands for (its envs), once each."""
+    found = []
+    for env in envs:
+        key = tuple(sorted({**params, "overrides": env}.items()))
+        if key in said and (text := _said_text(*said[key])) not in found:
+            found.append(text)
+    return " / ".join(found) or "-"
+
+
+def _said_table(doc: dict) -> list[str]:
+    """Every config where the head's code warned otherwise than the base's while building its
+    buckets and builder, once each (warnings both said stand beside the ladders they concern)."""
+    notes = [n for n in doc.get("notes") or [] if n["base"] != n["head"]]
+    if not notes:
+        return []
+    rows = [[_at(n["params"]), _said_text(n["base"], n["head"])] for n in notes[:_CAP]]
+    more = [f"… and {len(notes) - _CAP} more (`--json`)"] if len(notes) > _CAP else []
+    return _details(f"what the code said differently: warnings at {len(notes)} configs",
+                    _table(["at", "warnings"], rows) + more)
+
+
+def _knob_lines(doc: dict) -> list[str]:
+    """Knob defaults that differ: each side is measured on its own default (said first)."""
+    lines = [f"- ⚙️ {escape(line)}" for line in default_lines(doc.get("knobs", []))]
+    return lines + [""] if lines else []
+
+
+def _knob_sets(doc: dict) -> list[str]:
+    """The knobs the head's envs.py added or removed (folded)."""
+    lines = added_removed_lines(doc.get("knobs", []))
+    if not lines:
+        return []
+    return _details(f"knobs added or removed: {sum(k['change'] != 'default' for k in doc['knobs'])}",
+                    [f"- {escape(line)}" for line in lines])
 
 
 def _compile_table(doc: dict) -> list[str]:
@@ -281,7 +336,7 @@ def render(doc: dict, harness_commit: str | None = None,
     when the rest is cut to fit."""
     found = findings(doc)
     lines = [f"### spyre-bench: {escape(headline(doc, found))}", "",
-             f"**{escape(status(doc))}**", "", _where(doc), ""]
+             f"**{escape(status(doc))}**", "", _where(doc), "", *_knob_lines(doc)]
     numbered = [f for f in found if f.kind != "info"]
     for i, f in enumerate(numbered, 1):
         lines.append(f"{i}. {f.icon} {escape(f.text)}")
@@ -291,8 +346,8 @@ def render(doc: dict, harness_commit: str | None = None,
     notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
     if notes:
         lines += ["> [!WARNING]", *(f"> {escape(n)}" for n in notes), ""]
-    lines += (_ladder_table(doc) + _compile_table(doc) + _exact_table(doc) + _timing_table(doc)
-              + _host_profiles(doc) + _not_compared(doc))
+    lines += (_ladder_table(doc) + _said_table(doc) + _knob_sets(doc) + _compile_table(doc)
+              + _exact_table(doc) + _timing_table(doc) + _host_profiles(doc) + _not_compared(doc))
     if doc["timings_measured"] and not doc["timing_advisory"] and doc["timing_notes"]:
         lines += [escape("; ".join(doc["timing_notes"])), ""]
     lines += [f"<sub>spyre-bench {escape(__version__)}"

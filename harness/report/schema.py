@@ -78,6 +78,7 @@ _PROFILE = {
                                       "share": {"type": "number", "minimum": 0}}}}}}
 #: Every env variable spyre-bench hands a subject (harness.config.ENV_VARS) is upper case.
 _ENV_VAR = {"type": "string", "pattern": r"[A-Z][A-Z0-9_]{0,63}"}
+_OPT_TEXT = {"type": ["string", "null"], "maxLength": 200}
 
 SCHEMA = {
     "type": "object", "additionalProperties": False,
@@ -133,6 +134,19 @@ SCHEMA = {
         "mismatches": _REASONED, "lost": _REASONED, "skipped": _REASONED,
         "problems": {"type": "array", "maxItems": 1000, "items": _TEXT},
         "configs": {"type": "array", "maxItems": _MANY, "items": _PARAMS},
+        # knobs whose default (the commits' envs.py) differs; None: that side lacks the knob
+        "knobs": {"type": "array", "maxItems": 1000, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["knob", "base", "head", "change"],
+            "properties": {"knob": _ENV_VAR, "base": _OPT_TEXT, "head": _OPT_TEXT,
+                           "change": {"enum": ["default", "added", "removed"]}}}},
+        # what the commits' code warned while building a config's buckets and builder
+        "notes": {"type": "array", "maxItems": _MANY, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["params", "base", "head"],
+            "properties": {"params": _PARAMS,
+                           "base": {"type": "array", "maxItems": 100, "items": _TEXT},
+                           "head": {"type": "array", "maxItems": 100, "items": _TEXT}}}},
         # override set name (a named set, or the --env given, e.g. ``kv=128,8192+batched=1``) ->
         # its env in full
         "envs": {"type": "object", "maxProperties": _MANY,

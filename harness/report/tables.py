@@ -39,3 +39,12 @@ def table(title: str, columns: list[str], rows: list[list], caption: str | None 
 def print_json(rows) -> None:
     json.dump(rows, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+#: The column (or axis row) of what a commit's code warned for a config.
+SAID = "the code said"
+
+
+def said_text(notes) -> str:
+    """A config's warnings, once each, in one cell ("-" where the code said nothing)."""
+    return " · ".join(dict.fromkeys(notes)) or "-"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from harness.analyze.comparison import Comparison, ExactChange
+from harness.analyze.comparison import Comparison, ExactChange, added_removed_lines, default_lines
 from harness.matrix import PARAM_SHORT, case_label
 from harness.metrics import METRICS, format_value, ladder_text
 
@@ -159,12 +159,16 @@ def render_findings(doc: dict, out) -> None:
     found = findings(doc)
     out.print(headline(doc, found), markup=False)
     out.print(status(doc), markup=False)
+    for line in default_lines(doc.get("knobs", [])):   # each side measured on its own default
+        out.print(f"⚙ {line}", markup=False)
     numbered = [f for f in found if f.kind != "info"]
     for i, f in enumerate(numbered, 1):
         out.print(f"{i:>2}. {f.icon} {f.text}", markup=False)
     for f in found:
         if f.kind == "info":
             out.print(f"    {f.icon} {f.text}", markup=False)
+    for line in added_removed_lines(doc.get("knobs", [])):
+        out.print(f"    ⚙ {line}", markup=False)
     notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
     for n in notes:
         out.print(f"  ⚠ {n}", markup=False)
@@ -174,7 +178,7 @@ def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20,
                     doc: dict | None = None) -> None:
     """Findings first (from ``doc``, the comparison's document), then the tables."""
     from harness.analyze.comparison import as_document
-    from harness.report.tables import table
+    from harness.report.tables import said_text, table
     out.print(f"{c.base.label} (base) → {c.head.label} (head)", markup=False)
     render_findings(doc if doc is not None else as_document(c), out)
     groups = ladder_groups(c)
@@ -186,6 +190,14 @@ def render_terminal(c: Comparison, out, full: bool = False, limit: int = 20,
                         ["axis", "base → head", "at"], rows,
                         caption=None if full or len(groups) <= limit
                         else f"first {limit}; --full for all"))
+    if c.notes:
+        rows = [[case_label(params), said_text(b) if b == h else
+                 f"base: {said_text(b)} | head: {said_text(h)}"]
+                for params, b, h in c.notes[: None if full else limit]]
+        out.print(table("what the code said (warnings while building buckets and builder)",
+                        ["at", "warnings"], rows,
+                        caption=None if full or len(c.notes) <= limit
+                        else f"first {limit} of {len(c.notes)}; --full for all"))
     summaries = metric_summaries(c)
     if summaries:
         rows = [[s.label, s.unit, s.worse, s.better, case_label(s.largest.params),

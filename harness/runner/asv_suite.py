@@ -160,7 +160,7 @@ def subject_snapshot(spec: str, tier: str) -> tuple[list, dict | None]:
     """What ASV cannot store (it stores numbers): the subject's ladders for every config of the
     tier, and the content hash of each attention-path module it ran (None: no source tree)."""
     from harness.evaluate import config_figures
-    from harness.matrix import tier_cases
+    from harness.matrix import TIERS, tier_cases
     from harness.worker import open_subject
     try:
         subject = open_subject(spec)
@@ -168,9 +168,10 @@ def subject_snapshot(spec: str, tier: str) -> tuple[list, dict | None]:
         return [{"skipped": str(exc)}], None
     out = []
     with contextlib.closing(subject):   # one worker per target, ended before the next
+        names = suite.key_names(TIERS[tier])
         for case in tier_cases(tier):
             fig = config_figures(subject, case)
-            out.append({"config": dict(zip(suite.CASE_KEY_NAMES, suite.case_key(case))),
+            out.append({"config": dict(zip(names, suite.case_key(case, TIERS[tier]))),
                         "ladders": fig.get("ladders") or {"skipped": fig["skipped"]}})
     return out, subject.sources
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from harness.config import EngineConfig, Overrides
 from harness.errors import CapabilityMissing, HarnessError
 from harness.ladders import Ladder
+from harness.subjects.source.knobs import Knob
 
 #: Capabilities a subject may have; anything a command needs and the subject lacks is a skip.
 CAPABILITIES = {
@@ -96,6 +97,9 @@ class Subject(ABC):
     #: Content hash of each attention-path module it runs (:mod:`harness.subjects.source.sources`);
     #: None for a subject with no source tree (the embedded reference).
     sources: dict[str, str] | None = None
+    #: The knobs its ``envs.py`` registry declares, by name (:mod:`harness.subjects.source.knobs`);
+    #: None where it has none to read (the reference models only the bucket variables).
+    knobs: dict[str, Knob] | None = None
 
     @abstractmethod
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:

@@ -139,7 +139,9 @@ def _hello(subject) -> dict:
     return {"spec": subject.spec, "identity": subject.identity,
             "capabilities": sorted(subject.capabilities),
             "lacks": {c: subject.lacks(c) for c in CAPABILITIES},
-            "origin": getattr(subject, "origin", subject.spec)}
+            "origin": getattr(subject, "origin", subject.spec),
+            "knobs": None if subject.knobs is None else {
+                name: knob.as_data() for name, knob in subject.knobs.items()}}
 
 
 # -- what a worker does ---------------------------------------------------------------------------

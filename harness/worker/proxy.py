@@ -22,9 +22,11 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from harness.config import ENV_NAME
 from harness.errors import HarnessError, SubjectCrashed
 from harness.subjects import timeout
 from harness.subjects.base import Subject
+from harness.subjects.source.knobs import Knob
 from harness.worker import protocol
 
 #: Seconds a worker gets on top of its subject work's own limits (start-up, harness work).
@@ -162,6 +164,13 @@ class SubjectWorker(Subject):
         hello = message.get("ok")
         if not isinstance(hello, dict) or not isinstance(hello.get("capabilities"), list):
             raise self._crashed("while loading", "its first reply was not a subject's")
+        try:
+            knobs = hello.get("knobs")
+            self.knobs = None if knobs is None else {
+                str(n): Knob.from_data(str(n), d) for n, d in dict(knobs).items()
+                if ENV_NAME.fullmatch(str(n))}
+        except (TypeError, ValueError):
+            raise self._crashed("while loading", "its knobs were not a registry's") from None
         self._hello = hello
         self.identity = str(hello.get("identity", self._label))
         self.capabilities = frozenset(str(c) for c in hello["capabilities"])

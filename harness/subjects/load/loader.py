@@ -27,6 +27,7 @@ import vLLM concurrently.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -47,6 +48,7 @@ from harness.subjects.load import torch_spyre_standins, vllm_real
 from harness.subjects.load.vllm_standins import close_modules
 from harness.subjects.load.vllm_standins import modules as vllm_standin_modules
 from harness.subjects.source.extract import ModuleSource, NotSelfContained
+from harness.subjects.source.knobs import ENVS_FILE, declared
 
 PACKAGE = "spyre_inference"
 #: The namespaces a window owns: removed from sys.modules on exit.
@@ -295,7 +297,8 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
         saved_env = dict(os.environ)
         saved_meta_path = list(sys.meta_path)
         try:
-            for name in ENV_VARS:
+            for name in ENV_VARS + (declared_names(tree.files.get(ENVS_FILE))
+                                    if tree is not None else ()):
                 os.environ.pop(name, None)
             os.environ.update(env)
             if tree is not None:
@@ -317,6 +320,14 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
             _restore_env(saved_env)
 
 
+@functools.lru_cache(maxsize=16)
+def declared_names(envs_source: bytes | None) -> tuple[str, ...]:
+    """The variables an ``envs.py`` registry declares (cleared in a window, so the caller's shell
+    never decides a default the commit would read)."""
+    found = declared({ENVS_FILE: envs_source}) if envs_source is not None else None
+    return tuple(found or ())
+
+
 def restore_modules(saved: dict, vllm: bool = True) -> None:
     for name in list(sys.modules):
         if name not in saved and _owned(name, vllm):
@@ -332,6 +343,22 @@ def _restore_env(saved: dict) -> None:
             del os.environ[name]
         elif os.environ.get(name) != saved[name]:
             os.environ[name] = saved[name]
+
+
+def load_failure(exc: BaseException, tree: SourceTree) -> str:
+    """Why a module of the commit failed to load, naming whose the missing piece is: a
+    ``spyre_inference`` module its tree lacks is the commit's own gap; a name the vLLM its loads
+    see (stand-ins or real) or torch-spyre's stand-ins lack is the harness's."""
+    said = f"{type(exc).__name__}: {exc}{where(exc, tree)}"
+    missing = exc.name if isinstance(exc, ImportError) else None
+    if missing and missing.split(".")[0] == PACKAGE:
+        what = missing if isinstance(exc, ModuleNotFoundError) else f"a name from {missing}"
+        return f"imports {what}, which is not in this commit's tree ({said})"
+    if isinstance(exc, ImportError):
+        chosen = vllm_real.choice()
+        vllm = f"the real vLLM {chosen.version}" if chosen.real else "spyre-bench's vLLM stand-ins"
+        return f"cannot be loaded with {vllm}: {said}"
+    return f"raised while importing: {said}"
 
 
 def where(exc: BaseException, tree: SourceTree) -> str:

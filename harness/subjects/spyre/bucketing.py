@@ -25,6 +25,7 @@ from harness.subjects.load.loader import (
     where,
 )
 from harness.subjects.memo.figures import FIGURES, bucketing_key, ladders_key
+from harness.subjects.spyre.drive.engine_config import engine_vllm_config
 from harness.subjects.timeout import SubjectTimeout, bounded
 
 BUCKETER_CLASS = "SpyreAttnBucketer"
@@ -36,34 +37,6 @@ SEQS_FIELDS = ("num_seqs", "b_seqs", "seqs")
 
 class SubjectRejected(HarnessError):
     """The subject's code raised for one config: that config's rows become skips."""
-
-
-# -- the config the bucketer is constructed with ----------------------------------------------
-
-class _Section:
-    """Exactly the attributes the bucketer is known to read; any other is a clear AttributeError."""
-
-    def __init__(self, path: str, **values):
-        self.__dict__.update(values)
-        self.__dict__["_path"] = path
-
-    def __getattr__(self, name: str):
-        given = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
-        raise AttributeError(f"{self._path}.{name} is not provided by spyre-bench (it provides "
-                             f"{given})")
-
-
-def bucketer_config(config: EngineConfig) -> _Section:
-    """A stand-in VllmConfig for the bucketer's constructor (docs/spyre-inference.md, section 1)."""
-    return _Section(
-        "vllm_config",
-        cache_config=_Section("vllm_config.cache_config", block_size=config.block_size),
-        model_config=_Section("vllm_config.model_config", max_model_len=config.max_model_len,
-                              runner_type="generate"),
-        scheduler_config=_Section(
-            "vllm_config.scheduler_config",
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            max_num_seqs=config.max_num_seqs))
 
 
 # -- the bucketer's module, loaded ------------------------------------------------------------
@@ -136,9 +109,9 @@ def _pair(record, first: tuple[str, ...], second: tuple[str, ...], spec: str) ->
 
 
 def _bucketing_key(config: EngineConfig, overrides: Overrides) -> tuple:
-    """What decides a bucketing: the fields the bucketer reads, and the env."""
-    return (config.block_size, config.max_model_len, config.max_num_seqs,
-            config.max_num_batched_tokens, config.sliding_window, overrides.raw)
+    """What decides a bucketing: the whole engine config (today's bucketers read the model's
+    heads per layer and the speculative config too), and the env."""
+    return (config, overrides.raw)
 
 
 def builder_ladders(tree: SourceTree, origin: str, source: str, config: EngineConfig,
@@ -223,7 +196,7 @@ class Bucketings:
                 window = ({"sliding_window": config.sliding_window}
                           if config.sliding_window and "sliding_window" in subject.capabilities
                           else {})
-                bucketer = getattr(module, BUCKETER_CLASS)(bucketer_config(config), **window)
+                bucketer = getattr(module, BUCKETER_CLASS)(engine_vllm_config(config), **window)
                 # The builder's own load (a nested window) says which batched ladders it uses.
                 batched = subject.builder_ladders(config, overrides)
                 return self._read(module, bucketer, config, overrides, handler, load.caught,
@@ -290,7 +263,7 @@ class Bucketings:
             try:
                 module = load()
                 clear_env_cache()
-                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(bucketer_config(config)),
+                kv = _ladder(self._attr(getattr(module, BUCKETER_CLASS)(engine_vllm_config(config)),
                                         "kv_buckets", "_kv_buckets"))
             except HarnessError:
                 raise

@@ -76,7 +76,8 @@ class _LazySession:
             session = self._open()
             if session.setup is None:
                 session.setup = session.warm_up()
-            found = {"transfers": len(session.setup), "by_tensor": {}}
+            found = {"transfers": len(session.setup), "by_tensor": {},
+                     "notes": list(session.notes)}
             for t in session.setup:
                 found["by_tensor"][t.name] = found["by_tensor"].get(t.name, 0) + t.bytes
             FIGURES.put(self.digest, key, found)

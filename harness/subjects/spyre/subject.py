@@ -23,6 +23,7 @@ from harness.errors import CapabilityMissing
 from harness.subjects.base import CAPABILITIES, Bucketing, Subject
 from harness.subjects.load.loader import BUCKETER_FILE, SourceTree
 from harness.subjects.memo.key import source_key
+from harness.subjects.source.knobs import ENVS_FILE, declared
 from harness.subjects.source.sources import module_hashes
 from harness.subjects.spyre import costs
 from harness.subjects.spyre.bucketing import Bucketings, builder_ladders
@@ -41,6 +42,7 @@ class SpyreInferenceSubject(Subject):
         self.where = where_
         self.tree = tree
         self.sources = module_hashes(tree.files)
+        self.knobs = declared(tree.files)
         self.mode = "stack" if stack else "path"
         self._kernel: tuple | None = None
         self._compile_settings: dict | None = None
@@ -84,9 +86,11 @@ class SpyreInferenceSubject(Subject):
         return f"{self.origin} has no {capability}: {detail}"
 
     def unknown_knobs(self, overrides: Overrides) -> list[str]:
-        """Knobs given that this commit's code never reads (named nowhere in its
-        ``spyre_inference/**.py``): setting them would measure the default path under a label
-        that says otherwise."""
+        """Knobs given that this commit does not offer (its ``envs.py`` registry lacks them; a
+        commit with no registry: named nowhere in its ``spyre_inference/**.py``): setting them
+        would measure the default path under a label that says otherwise."""
+        if self.knobs is not None:
+            return [k for k in overrides.knobs if k not in self.knobs]
         sources = self.tree.files.values()
         return [k for k in overrides.knobs
                 if not any(f'"{k}"'.encode() in src or f"'{k}'".encode() in src
@@ -98,8 +102,10 @@ class SpyreInferenceSubject(Subject):
             raise CapabilityMissing(reason)
         unknown = self.unknown_knobs(overrides)
         if unknown:
-            raise CapabilityMissing(f"{self.origin} does not know {', '.join(unknown)} (no "
-                                    f"file of its spyre_inference package reads it)")
+            where = (f"its {ENVS_FILE} does not declare" if self.knobs is not None
+                     else "no file of its spyre_inference package reads")
+            raise CapabilityMissing(f"{self.origin} has no knob {', '.join(unknown)} ({where} "
+                                    f"{'them' if len(unknown) > 1 else 'it'})")
         return self._bucketings.get(config, overrides)
 
     def known_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:

@@ -37,12 +37,17 @@ from harness.subjects.load.loader import (
     CaptureHandler,
     SourceTree,
     isolated,
+    load_failure,
     module_path,
     vllm_standins,
     where,
 )
-from harness.subjects.load.vllm_standins import Attention, VllmConfig
-from harness.subjects.spyre.drive.engine_config import construct, engine_vllm_config
+from harness.subjects.load.vllm_standins import Attention
+from harness.subjects.spyre.drive.engine_config import (
+    construct,
+    engine_vllm_config,
+    kv_cache_torch_dtype,
+)
 from harness.subjects.spyre.drive.errors import NotDrivable
 from harness.subjects.spyre.drive.kernel_proxy import KernelProxy, intercepted_compile
 from harness.subjects.spyre.drive.kv_cache import KvCache
@@ -111,14 +116,14 @@ class BuilderSession:
             raise NotDrivable(f"{self.origin}: no {rel}" + (
                 f" (the backend {LAYOUT_KNOB}={layout} selects)" if layout else ""))
         standins = vllm_standins(self.handler)
-        self._stack.enter_context(isolated(self.overrides.as_env(), self.tree, standins))
+        caught = self._stack.enter_context(isolated(self.overrides.as_env(), self.tree,
+                                                    standins))
         with intercepted_compile(self.proxies):
             try:
                 module = importlib.import_module(dotted)
             except Exception as exc:
-                raise NotDrivable(f"{self.origin}: {rel} cannot be loaded with "
-                                  f"spyre-bench's vLLM stand-ins: {type(exc).__name__}: {exc}"
-                                  f"{where(exc, self.tree)}") from None
+                raise NotDrivable(f"{self.origin}: {rel} {load_failure(exc, self.tree)}"
+                                  ) from None
         self.module = module
         self.backend = getattr(module, backend_name, None)
         self.builder_cls = _accessor(self.backend, "get_builder_cls") or getattr(
@@ -134,14 +139,13 @@ class BuilderSession:
         c = self.config
         # the engine's config and layer are the harness's own (it plays the engine): vLLM's
         # VllmConfig needs a model to be built; the compilation mode is the loaded vLLM's
-        self.vllm_config = engine_vllm_config(c, VllmConfig,
-                                              vllm_config_mod.CompilationMode.STOCK_TORCH_COMPILE)
+        self.vllm_config = engine_vllm_config(c)
         self._stack.enter_context(vllm_config_mod.set_current_vllm_config(self.vllm_config))
         # what the engine hands a decoder layer's builder: a full-attention spec, windowed
-        # when the model is
+        # when the model is, of the K/V cache's dtype
         spec = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec(
             block_size=c.block_size, num_kv_heads=c.num_kv_heads, head_size=c.head_size,
-            dtype=getattr(torch, c.dtype), sliding_window=c.sliding_window)
+            dtype=kv_cache_torch_dtype(c), sliding_window=c.sliding_window)
         self.device = torch.device("cpu")
         try:
             # As the engine orders it: the model's layers (each with its impl) exist, and sit
@@ -150,7 +154,8 @@ class BuilderSession:
             self.impl = construct(self.impl_cls, {
                 "num_heads": c.num_heads, "head_size": c.head_size,
                 "scale": c.head_size ** -0.5, "num_kv_heads": c.num_kv_heads,
-                "alibi_slopes": None, "sliding_window": c.sliding_window, "kv_cache_dtype": "auto",
+                "alibi_slopes": None, "sliding_window": c.sliding_window,
+                "kv_cache_dtype": c.kv_cache_dtype,
                 "logits_soft_cap": None}, IMPL_CLASS)
             self.layer = Attention(c.num_heads, c.head_size, c.head_size ** -0.5,
                                    c.num_kv_heads, prefix=LAYER_NAME, impl=self.impl)
@@ -165,6 +170,13 @@ class BuilderSession:
                               f"{c.label()} failed: {type(exc).__name__}: {exc}"
                               f"{where(exc, self.tree)}") from None
         self.cache = KvCache(c, self.backend, self.layer, self.origin)
+        #: What the commit's code warned while its backend loaded and its builder (with the
+        #: bucketer it makes) was built, once each: its log, and Python warnings its own files
+        #: raised (not torch's, met along the way).
+        own = {self.tree.filename(rel) for rel in self.tree.files}
+        self.notes = tuple(dict.fromkeys([*self.handler.messages,
+                                          *(str(w.message) for w in caught
+                                            if w.filename in own)]))
 
     # -- what the builder owns -----------------------------------------------------------------
 
