@@ -4,9 +4,10 @@ at the one config of the tier harness.measure.host.host_config picks.
 
 A sample is one call: each step of the workload in turn. ASV re-runs ``setup`` before every
 sample when a class has one: the prepared probe, with its place in the steps, is kept per process,
-and ``setup`` makes what the next call needs untimed (a forward's metadata and first layer). torch and Dynamo are imported at module level on purpose:
-ASV's forkserver imports the suite once, and a forward probe's first recorded call needs Dynamo
-(seconds to import) in every benchmark process otherwise.
+and ``setup`` makes what the next call needs untimed (a forward's metadata and first layer).
+torch and Dynamo are imported at module level on purpose: ASV's forkserver imports the suite
+once, and a forward probe's first recorded call needs Dynamo (seconds to import) in every
+benchmark process otherwise.
 """
 
 import torch  # noqa: F401  (preloaded for the forkserver; see the module docstring)
