@@ -192,10 +192,13 @@ class HostSide:
     # -- the sampler's side ----------------------------------------------------------------------
 
     def calls_per_sample(self, min_sample_s: float) -> int:
-        """Calls a sample needs to last ``min_sample_s``, from one pass over every step."""
+        """Calls a sample needs to last ``min_sample_s`` (from one pass over every step), at
+        most one pass: each call's time is read on its own, so a short call needs no long
+        sample, and a forward's untimed work before each call would make it a long wait."""
         gc.collect()   # each side starts sampling from a collected heap
         per_call = self.sample(len(self._steps))
-        return max(1, math.ceil(min_sample_s / per_call)) if per_call > 0 else 1000
+        wanted = math.ceil(min_sample_s / per_call) if per_call > 0 else len(self._steps)
+        return max(1, min(len(self._steps), wanted))
 
     def sample(self, number: int) -> float:
         """CPU seconds per call over ``number`` calls, each read on its own (what ``ready()``

@@ -42,6 +42,7 @@ _ERRORS = {
     "TraceError": "harness.errors", "SubjectError": "harness.errors",
     "CapabilityMissing": "harness.errors", "SubjectRaised": "harness.errors",
     "SubjectTimeout": "harness.subjects.timeout",
+    "NotDrivable": "harness.subjects.spyre.drive.errors",
     "SubjectRejected": "harness.subjects.spyre.bucketing",
     "KernelMismatch": "harness.measure.oracle", "ProbeSkipped": "harness.measure.probes",
     "DeviceError": "harness.measure.device", "BackendError": "harness.measure.compiles",
