@@ -66,14 +66,21 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(found.timings, key=lambda t: abs(t[5].ratio - 1), default=None)
             print(f"run {run:2d}: {dict(kinds)}; {seconds[-1]:.0f} s; others used up to "
                   f"{found.busiest_cores:.2f} cores"
-                  + (f"; farthest ratio {worst[5].ratio:.3f} ({worst[0]} {worst[1]})"
-                     if worst else "") + (f"; skipped {len(found.skipped)}"
-                                          if found.skipped else ""), flush=True)
+                  + (f"; farthest ratio {worst[5].ratio:.3f} ({_name(worst)})" if worst else "")
+                  + (f"; skipped {len(found.skipped)}" if found.skipped else ""), flush=True)
+            for t in found.timings:
+                if t[5].kind != "no change":
+                    print(f"    {t[5].kind}: {_name(t)} {t[5].ratio:.3f}x after {t[5].rounds} "
+                          f"rounds, {t[5].seconds:.1f} s ({t[5].stopped})", flush=True)
         print(f"\n{base} vs {head}: {calm} of {args.runs} runs calm (no regression, no "
               f"improvement); {statistics.median(seconds):.0f} s per run (median)")
         if head != base:
             print(f"batched build() probes found regressions: {detected} per run")
     return 0
+
+
+def _name(timing) -> str:
+    return f"{timing[0].split('.')[1]} {timing[1]['workload']} {timing[1]['path']}"
 
 
 def _specs(args, tmp: Path) -> tuple[str, str]:

@@ -46,6 +46,10 @@ KINDS = tuple(BENCHMARKS)
 #: time (the worker waits for a core), not the work the step does; the code timed runs on the
 #: worker's one thread (torch's intra-op threads: SPYRE_BENCH_THREADS, 1 by default).
 CLOCK = time.process_time
+#: Later layers a forward call runs on one step's metadata: a layer outside the kernels is tens
+#: of microseconds on the batched path, where one layer a call took 60-150 rounds to decide
+#: (the clock's read and a fresh step's untimed build() around each), eight 30-40 (fixture gen4).
+LATER_LAYERS = 8
 
 
 @dataclass(frozen=True)
@@ -152,15 +156,18 @@ class HostSide:
         self._guarded(step, self._forward, metadata, query, cache, output, replies)
         self._layer = (metadata, query, cache, output, replies)
 
-    def call(self):
-        """The timed work of the next step: its build(), or a later layer of its forward()."""
+    def call(self, layers: int = 1):
+        """The timed work of the next step: its build(), or ``layers`` later layers of its
+        forward(), back to back as the engine runs them."""
         step, cm, _ = self._steps[self._next]
         self._next = (self._next + 1) % len(self._steps)
         if self.probe.kind == "build":
             return self._guarded(step, self._build, cm)
         if self._layer is None:
             raise HarnessError("host forward probe: call() before ready()")
-        return self._guarded(step, self._forward, *self._layer)
+        for _ in range(layers):
+            out = self._guarded(step, self._forward, *self._layer)
+        return out
 
     def run_layer(self):
         """The next step's call with what it needs made first (untimed work and all)."""
@@ -201,8 +208,10 @@ class HostSide:
         return max(1, min(len(self._steps), wanted))
 
     def sample(self, number: int) -> float:
-        """CPU seconds per call over ``number`` calls, each read on its own (what ``ready()``
-        does is not in it); the garbage collector off, as Device.elapsed has it."""
+        """CPU seconds per step's build() or per layer of forward() over ``number`` calls,
+        each read on its own (what ``ready()`` does is not in it; a forward call is
+        :data:`LATER_LAYERS` layers); the garbage collector off, as Device.elapsed has it."""
+        layers = LATER_LAYERS if self.probe.kind == "forward" else 1
         enabled = gc.isenabled()
         gc.disable()
         seconds = 0.0
@@ -210,13 +219,13 @@ class HostSide:
             for _ in range(number):
                 self.ready()
                 t0 = CLOCK()
-                self.call()
+                self.call(layers)
                 seconds += CLOCK() - t0
         finally:
             if enabled:
                 gc.enable()
         self.session.release()
-        return seconds / number
+        return seconds / (number * layers)
 
     def profile(self, top: int) -> dict:
         """Where one pass over the steps spends its time, by the commit's own functions

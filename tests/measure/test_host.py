@@ -13,7 +13,7 @@ import pytest
 from harness.config import EngineConfig
 from harness.errors import CapabilityMissing
 from harness.measure.device import select
-from harness.measure.host import HostProbe, HostSide, host_config
+from harness.measure.host import LATER_LAYERS, HostProbe, HostSide, host_config
 from harness.measure.host_profile import charge, profile_calls
 from harness.subjects import resolve_subject
 from harness.workloads import generate
@@ -52,7 +52,7 @@ def test_a_build_probe_calls_the_commits_build_on_each_step_in_turn(gen4):
         side.close()
 
 
-def test_a_forward_probe_times_a_later_layer_on_metadata_made_for_its_call(gen4):
+def test_a_forward_probe_times_later_layers_on_metadata_made_for_its_call(gen4):
     side = _side(gen4, "forward")
     try:
         assert {p.mode for p in side.session.proxies} == {"replay"}
@@ -61,11 +61,13 @@ def test_a_forward_probe_times_a_later_layer_on_metadata_made_for_its_call(gen4)
         side._build = lambda cm: built.append(cm) or real_build(cm)
         side._forward = lambda m, *rest: layers.append(m) or real_forward(m, *rest)
         assert side.sample(3) > 0
-        # per call: its own build() and first layer (untimed), then the timed later layer on
-        # the same, fresh metadata; no kernel ran and nothing was recorded
-        assert len(built) == 3 and len(layers) == 6
-        assert [id(m) for m in layers[0::2]] == [id(m) for m in layers[1::2]]
-        assert len({id(m) for m in layers}) == 3
+        # per call: its own build() and first layer (untimed), then LATER_LAYERS timed layers
+        # on the same, fresh metadata; no kernel ran and nothing was recorded
+        per_call = 1 + LATER_LAYERS
+        assert len(built) == 3 and len(layers) == 3 * per_call
+        calls = [layers[i:i + per_call] for i in range(0, len(layers), per_call)]
+        assert all(len({id(m) for m in call}) == 1 for call in calls)
+        assert len({id(call[0]) for call in calls}) == 3
         assert all(not p.calls for p in side.session.proxies)
     finally:
         side.close()
