@@ -71,3 +71,15 @@ def test_planted_build_slowdown_is_a_host_regression_in_compare_and_the_comment(
     assert not untimed["timings"] and untimed["exact_compared"] > 0
     for key in EXACT_KEYS:
         assert json.dumps(doc[key]) == json.dumps(untimed[key]), key
+
+
+def test_a_docs_only_head_is_not_timed_and_says_why(spyre_repo, tmp_path):
+    docs = spyre_repo.add_commit({"docs/notes.md": "docs only\n"}, "docs only", parent="gen4")
+    code, doc = compare(spyre_repo.spec("gen4"), spyre_repo.spec(docs), "--timings",
+                        "--markdown", str(tmp_path / "c.md"), memo=tmp_path / "memo")
+    assert code == 0 and doc["timings"] == [] and not doc["timings_measured"]
+    assert doc["oracle"] == {"matched": 4, "checked": 4}          # both kernels still checked
+    assert any("run the same code" in n for n in doc["timing_notes"]), doc["timing_notes"]
+    text = (tmp_path / "c.md").read_text().replace("\\", "")
+    assert text.startswith("### spyre-bench: ⚪ exact figures unchanged; timings not measured")
+    assert "different commits that run the same code" in text

@@ -110,6 +110,12 @@ def _commit(subject: Subject) -> str | None:
         else None
 
 
+#: Why ``compare --timings`` timed nothing between two commits of one code (harness.worker.same_code).
+SAME_CODE = ("timings not measured: base and head are different commits that run the same code "
+             "(one attention closure by content: a change to docs, tests or modules no load "
+             "reaches), so every timing between them is an A/A; the oracle still checked both")
+
+
 def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     """Add what harness.measure.interleaved found (oracle, mismatches, timings) and judge it."""
     from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists

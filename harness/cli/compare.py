@@ -144,6 +144,7 @@ def comparison_from_args(args):
     """The Comparison the arguments describe (shared with ``spyre-bench comment``)."""
     from harness.analyze.stored import compare_stored
     from harness.analyze.subjects_now import compare_subjects
+    from harness.worker import same_code
     if args.commits and (args.base or args.head or args.subject):
         raise ConfigError("give either BASE HEAD commits or --base/--head subjects, not both")
     if args.commits:
@@ -164,7 +165,12 @@ def comparison_from_args(args):
     cases, specs = options.cases(args), options.workloads(args)
     options.check_knobs([base, head], cases)
     comparison = compare_subjects(base, head, cases, specs, **_judging(args))
-    if args.timings:
+    if args.timings and same_code(base, head):
+        from harness.analyze.subjects_now import SAME_CODE, add_kernel_run
+        from harness.measure.interleaved import check_kernels
+        add_kernel_run(comparison, check_kernels(base, head))
+        comparison.timing_notes.append(SAME_CODE)
+    elif args.timings:
         from harness.analyze.subjects_now import add_host_run, add_kernel_run
         from harness.measure.host_run import time_host
         from harness.measure.interleaved import time_subjects

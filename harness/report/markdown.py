@@ -348,7 +348,7 @@ def render(doc: dict, harness_commit: str | None = None,
         lines += ["> [!WARNING]", *(f"> {escape(n)}" for n in notes), ""]
     lines += (_ladder_table(doc) + _said_table(doc) + _knob_sets(doc) + _compile_table(doc)
               + _exact_table(doc) + _timing_table(doc) + _host_profiles(doc) + _not_compared(doc))
-    if doc["timings_measured"] and not doc["timing_advisory"] and doc["timing_notes"]:
+    if not doc["timing_advisory"] and doc["timing_notes"]:
         lines += [escape("; ".join(doc["timing_notes"])), ""]
     lines += [f"<sub>spyre-bench {escape(__version__)}"
               + (f" ({code(harness_commit[:12])})" if harness_commit else "")

@@ -55,10 +55,13 @@ class SubjectWorker(Subject):
     """A subject loaded and driven in a worker process (see module docstring)."""
 
     def __init__(self, spec: str, load: Callable[[], Subject], label: str,
-                 sources: dict[str, str] | None = None):
+                 sources: dict[str, str] | None = None, tree=None):
         self.spec = spec
         self.identity = label
         self.sources = sources
+        #: The commit's files as the harness read them (for its source key), or None.
+        self._tree = tree
+        self._source: str | None = None
         self.capabilities = frozenset()
         self._load, self._label = load, label
         self._pid: int | None = None
@@ -70,6 +73,14 @@ class SubjectWorker(Subject):
     @property
     def origin(self) -> str:
         return self._hello.get("origin", self.spec) if self._hello else self.spec
+
+    def source(self) -> str | None:
+        """The commit's source key (harness.subjects.memo.key), computed here from its files,
+        never by its code: two subjects with one key run the same code on every load."""
+        if self._source is None and self._tree is not None:
+            from harness.subjects.memo.key import source_key
+            self._source = source_key(self._tree)
+        return self._source
 
     def lacks(self, capability: str) -> str | None:
         if capability in self.capabilities:
