@@ -1,24 +1,25 @@
 """The host time of a commit's own metadata builder and forward, per step: what the engine pays
 on the CPU around every step's kernels.
 
-On a real generation-3 tree ``build()`` takes 10-15 ms a step (its mask comprehension, the
-per-block mask tiles), as long as a short decode's kernels; the exact tier runs it on every step
-it drives and kept none of that time. A host probe is one workload's steps on one attention path
-(the override set that selects it, :data:`PATHS`) at one config, through one subject's own code:
+The engine runs the commit's ``build()`` before every step (a real generation-3 tree's took
+10-15 ms a step over the quick tier, issue 34: as long as a short decode's kernels), and its
+``forward()`` for every layer; the exact tier runs both on every step it drives and kept none of
+that time. A host probe is one workload's steps on one attention path (the override set that
+selects it, :data:`PATHS`) at one config, through one subject's own code:
 
 * ``build``: the builder's ``build()``, step after step, each step's CommonAttentionMetadata
   made beforehand;
-* ``forward``: one layer of the impl's ``forward()`` outside the kernels (each kernel answered
-  with what the step's recorded first layer got back), on metadata the step's ``build()`` has
-  just made and after its first layer paid the device mirror, both untimed: the dispatch and
-  launch work every later layer of a step repeats.
+* ``forward``: later layers of the impl's ``forward()`` outside the kernels (each kernel
+  answered with what the step's recorded first layer got back), on metadata the step's
+  ``build()`` has just made and after its first layer paid the device mirror, both untimed:
+  the dispatch and launch work every later layer of a step repeats.
 
 The transfer log's counting is taken off the commit's ``convert`` while a probe lives (its own
 copy still runs): what is timed is the commit's code, not the harness's bookkeeping. A sample is
 ``number`` calls cycling through the workload's steps, each call's CPU time read on its own, so
 two sides given the same number time the same steps in every round (harness.measure.sampler
-pairs them). Nothing here records a step
-or writes the figure memo: the exact figures never see it.
+pairs them). Nothing here records a step or writes the figure memo: the exact figures never
+see it.
 """
 
 from __future__ import annotations
