@@ -127,8 +127,9 @@ def _judging(args) -> dict:
     return kw
 
 
-def _plan(args):
-    """The adaptive sampler's plan from --factor, --alpha, --timing-seconds, --cold-cache."""
+def _plan(args, seconds_default: float | None = None):
+    """The adaptive sampler's plan from --factor, --alpha, --timing-seconds, --cold-cache (its
+    bound per probe ``seconds_default`` when --timing-seconds is not given, else the plan's)."""
     from harness.measure.sampler import PR_FACTOR, Plan
     judging = _judging(args)
     seconds = getattr(args, "timing_seconds", None)
@@ -137,6 +138,7 @@ def _plan(args):
     plan = Plan(factor=judging.get("factor", PR_FACTOR), cold=getattr(args, "cold_cache", False))
     if "alpha" in judging:
         plan = dataclasses.replace(plan, alpha=judging["alpha"])
+    seconds = seconds or seconds_default
     return dataclasses.replace(plan, max_seconds=seconds) if seconds else plan
 
 
@@ -172,10 +174,11 @@ def comparison_from_args(args):
         comparison.timing_notes.append(SAME_CODE)
     elif args.timings:
         from harness.analyze.subjects_now import add_host_run, add_kernel_run
-        from harness.measure.host_run import time_host
+        from harness.measure.host_run import HOST_SECONDS, time_host
         from harness.measure.interleaved import time_subjects
         add_kernel_run(comparison, time_subjects(base, head, plan=plan))
-        add_host_run(comparison, time_host(base, head, cases, specs, plan))
+        add_host_run(comparison, time_host(base, head, cases, specs,
+                                           _plan(args, seconds_default=HOST_SECONDS)))
     elif args.oracle:
         from harness.analyze.subjects_now import add_kernel_run
         from harness.measure.interleaved import check_kernels

@@ -14,7 +14,6 @@ it to a Comparison.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from harness.errors import CapabilityMissing, HarnessError
@@ -29,8 +28,8 @@ from harness.workloads import WorkloadSpec
 
 #: Functions kept of each side's profile.
 PROFILE_TOP = 8
-#: The sampler's bound per host probe (seconds; --timing-seconds lowers it): a quick tier has
-#: tens of host probes, most decided at the first look (30 rounds, a second or two).
+#: The sampler's bound per host probe by default (seconds; --timing-seconds sets it): a quick
+#: tier has tens of host probes, most decided at the first look (30 rounds, a second or two).
 HOST_SECONDS = 10.0
 
 
@@ -38,8 +37,6 @@ HOST_SECONDS = 10.0
 class HostRun:
     """What timing base and head's host work found, before any judging."""
 
-    #: The config every host probe ran at (its case key).
-    config: dict = field(default_factory=dict)
     #: (benchmark, params, unit, base samples, head samples, verdict, profile): profile is
     #: {"base": ..., "head": ...} for build(), None for forward().
     timings: list[tuple] = field(default_factory=list)
@@ -50,18 +47,14 @@ class HostRun:
     busiest_cores: float = 0.0
 
 
-def host_plan(plan: Plan) -> Plan:
-    """The kernel timings' plan with each probe bounded by :data:`HOST_SECONDS`."""
-    return dataclasses.replace(plan, max_seconds=min(plan.max_seconds, HOST_SECONDS))
-
-
 def time_host(base: Subject, head: Subject, cases: list[Case], specs: list[WorkloadSpec],
               plan: Plan | None = None) -> HostRun:
     """Every workload of ``specs`` on every path of :data:`PATHS`, build() then forward(), at
-    the one config :func:`harness.measure.host.host_config` picks of ``cases``."""
-    plan = host_plan(plan or Plan())
+    the one config :func:`harness.measure.host.host_config` picks of ``cases``, each probe
+    sampled under ``plan`` (default: the kernel timings' plan bounded by :data:`HOST_SECONDS`)."""
+    plan = plan or Plan(max_seconds=HOST_SECONDS)
     config = host_config([c.config for c in cases])
-    run = HostRun(config=_key(config), factor=plan.factor)
+    run = HostRun(factor=plan.factor)
     if not any("forward" in s.capabilities for s in (base, head)):
         run.skipped.append(("host timing", base.lacks("forward") or
                             f"{base.spec}: no metadata builder of its own"))
@@ -158,8 +151,3 @@ def _close(sides) -> None:
 
 def _what(probe: HostProbe) -> str:
     return f"workload {probe.workload.name}, path {probe.path}"
-
-
-def _key(config) -> dict:
-    return {"block_size": config.block_size, "max_model_len": config.max_model_len,
-            "max_num_seqs": config.max_num_seqs}
