@@ -34,7 +34,7 @@ test-real: $(STAMP)
 	SPYRE_BENCH_REAL="$(REAL)" REAL_REVS="$(REAL_REVS)" $(BIN)/python -m pytest \
 		tests/real -v
 
-## Opt-in contract with the real vLLM 0.27.1: the fixture commits (and REAL's, as for test-real)
+## Opt-in contract with the real vLLM 0.28.0: the fixture commits (and REAL's, as for test-real)
 ## through cost and ladders with the stand-ins and with the real vLLM, figures identical. Its own
 ## venv: the project as `make venv` installs it, then vLLM and the packages its imports need, all
 ## with --no-deps (vLLM's declared dependencies pull CUDA, triton and xgrammar).

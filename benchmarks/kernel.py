@@ -11,7 +11,7 @@ import torch  # noqa: F401  (preloaded for the forkserver; see the module docstr
 
 from harness import suite
 from harness.errors import HarnessError
-from harness.measure import probes
+from harness.measure import probes, settings
 from harness.measure.device import select
 from harness.measure.oracle import KernelMismatch
 from harness.registry import describe
@@ -93,7 +93,7 @@ class DecodeBytes:
                 # padded slots (the per-sequence baseline: batched decode off)
                 env = dict(probe.env)
                 if probe.per_sequence:
-                    env.pop(BATCHED_DECODE, None)
+                    env[BATCHED_DECODE] = "0"
                 try:
                     (cost,) = subject.workload_costs(config, Overrides.from_env(env),
                                                      [Workload(name, "probe", (step,))])
@@ -216,6 +216,52 @@ class Compile:
         """Keys past Dynamo's default recompile limit (8) that silently ran eagerly."""
         return self.figures["eager_fallbacks_at_default_limit"]
     describe(track_eager_fallbacks, "kernel.Compile.track_eager_fallbacks")
+
+
+class Guard:
+    """The commit's own compile guard as a second opinion on the late compiles: armed at its
+    strictest level after the commit's own warmup, the compiles it raises for over a workload
+    (harness.measure.guard; ``kernel`` shows them beside spyre-bench's own count). Commits
+    without a guard skip, naming that."""
+
+    timeout = 600
+    params = [[settings.GUARD_WORKLOAD], [settings.GUARD_OVERRIDES]]
+    param_names = ["workload", "overrides"]
+
+    @suite.skipped_when_not_drivable
+    def setup_cache(self):
+        from harness.config import EngineConfig
+        from harness.matrix import Case, override_set
+        from harness.measure.forward import guard_counts
+        from harness.workloads import generate
+        subject = suite.subject()
+        if "forward" not in subject.capabilities:
+            return {"skipped": subject.lacks("forward")}
+        config = EngineConfig(**settings.GUARD_CONFIG)
+        table = {}
+        for workload in self.params[0]:
+            for overrides in self.params[1]:
+                case = Case(config, override_set(overrides), overrides)
+                try:
+                    steps = settings.GUARD_STEPS
+                    found = guard_counts(subject, case, generate(workload, config, steps=steps),
+                                         _device())
+                except KernelMismatch:
+                    raise  # a wrong kernel fails the benchmark
+                except HarnessError as exc:
+                    return {"skipped": str(exc)}
+                table[(workload, overrides)] = found["violations"]
+        return table
+
+    def setup(self, table, workload, overrides):
+        if "skipped" in table:
+            suite.skip(f"kernel.Guard[{workload}, {overrides}]", table["skipped"])
+        self.violations = table[(workload, overrides)]
+
+    def track_guard_violations(self, table, workload, overrides):
+        """Compiles the commit's own guard raises for after its own warmup."""
+        return self.violations
+    describe(track_guard_violations, "kernel.Guard.track_guard_violations")
 
 
 if suite.tier_name() == "full":

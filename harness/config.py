@@ -303,6 +303,11 @@ class Overrides:
         return Overrides.from_env(merged)
 
 
+def is_default_env(env: Mapping[str, str]) -> bool:
+    """No env override beyond the batched-decode switch: the ladders are the code's defaults."""
+    return not (set(env) - {BATCHED_DECODE})
+
+
 def check_step_bytes(nbytes: int, where: str, limit: int = MAX_STEP_BYTES) -> None:
     """Refuse a step whose host-to-device bytes exceed ``limit``, naming the figure."""
     if nbytes > limit:

@@ -59,7 +59,7 @@ class SubjectCrashed(SubjectRaised):
 
 
 class SubjectFailed(HarnessError):
-    """Some rows are a subject's failure: after the table, one line and exit status 1."""
+    """Some rows are a subject's failure: one line before the table, exit status 1."""
 
     exit_status = EXIT_FLAGGED
 
@@ -68,8 +68,8 @@ class SubjectFailed(HarnessError):
 
 
 def row_outcome(rows_figures) -> HarnessError | None:
-    """What a command's figures amount to when they are not all measured, for it to say first
-    and raise last: a subject's failure (exit 1) before nothing computed (exit 2)."""
+    """What a command's figures amount to when they are not all measured: a subject's failure
+    (said once, before the table; exit 1) before nothing computed (raised after it; exit 2)."""
     figures = list(rows_figures)
     failed = [f["skipped"] for f in figures if f.get("failed")]
     if failed:

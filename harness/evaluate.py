@@ -32,8 +32,12 @@ def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | HarnessErro
 def prefetch(subjects: list[Subject], cases: list[Case], specs: list[WorkloadSpec]) -> None:
     """Drive each subject's configs over the cores first (its memo then answers the serial pass
     with the same figures); workloads that do not build are skipped here and said later."""
-    ahead = [(c.config, c.overrides, built) for c in cases
-             if (built := buildable(specs, c.config))]
+    prefetch_ahead(subjects, [(c.config, c.overrides, built) for c in cases
+                              if (built := buildable(specs, c.config))])
+
+
+def prefetch_ahead(subjects: list[Subject], ahead: list) -> None:
+    """:func:`prefetch` of (config, overrides, built workloads) requests, each its own."""
     for subject in subjects:
         if is_worker(subject):
             try:   # a worker's failure is met again, with its row, by the serial pass

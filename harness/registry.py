@@ -75,6 +75,11 @@ def _all() -> dict[str, BenchmarkDef]:
     defs += [_exact_metric("Workload", m) for m in WORKLOAD_METRICS.values() if m.tracked]
     defs += [_ladder(axis, unit) for axis, unit in LADDER_UNITS.items()]
     defs += [
+        BenchmarkDef("exact.Frontier.track_excess_padding", "percent", True,
+                     "how much more the config's own kv ladder pads (padded KV slots per real "
+                     "token) on the tier's mixes than the best ladder the optimiser finds with "
+                     "at most as many compiled graphs, both evaluated by the subject's code "
+                     "(0: on the frontier)"),
         BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
                      "wall time of one layer of batched decode attention for a probe's batch, on "
                      "the bucket the subject picks, after an oracle check"),
@@ -93,6 +98,10 @@ def _all() -> dict[str, BenchmarkDef]:
                      "wrong)"),
         BenchmarkDef("kernel.Compile.track_eager_fallbacks", "keys", True,
                      "keys past Dynamo's default recompile limit that silently ran eagerly"),
+        BenchmarkDef("kernel.Guard.track_guard_violations", "compiles", True,
+                     "compiles the commit's own compile guard (v1/worker/compile_guard.py, at its "
+                     "strictest level, armed after the commit's own warmup) raises for over a "
+                     "workload's steps, on the commit's default path"),
         BenchmarkDef("kernel.CompileTime.track_compile_seconds", "seconds", False,
                      "seconds to compile a probe's kernels with inductor from a cold cache"),
         BenchmarkDef("host.Build.time_build", "seconds", False,

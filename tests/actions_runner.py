@@ -12,7 +12,11 @@ steps are replaced by their documented effect:
   ``pip`` works offline against a package cache, this test environment's site-packages seen
   through a ``.pth`` file (spyre-bench itself left out: the steps install it). It stands for a
   runner image with the wheels cached; pip still resolves and installs what the steps ask for;
-- ``actions/upload-artifact`` / ``actions/download-artifact``: a folder per artifact name.
+- ``actions/upload-artifact`` / ``actions/download-artifact``: a folder per artifact name, hidden
+  files left out unless ``include-hidden-files`` (as upload-artifact v4.4+ does); a
+  ``pattern:`` download puts each matching artifact in ``path/<name>/``, except that a pattern
+  matching one artifact extracts it flat into ``path`` (as download-artifact v4 does), and none is
+  no error.
 
 Expressions (``if:``, ``${{ }}``) are evaluated by a small interpreter of the subset GitHub's
 expression language these workflows use: contexts, ``== != && || !``, parentheses, string
@@ -21,6 +25,7 @@ literals and ``cancelled() always() success() failure() contains() startsWith() 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shutil
@@ -255,7 +260,8 @@ class Runner:
         self._jobs = 0
 
     def run_job(self, workflow: Path, job_id: str, github: dict, *, run_id: str,
-                env_overrides: dict | None = None, needs: dict | None = None) -> dict:
+                env_overrides: dict | None = None, needs: dict | None = None,
+                vars: dict | None = None, inputs: dict | None = None) -> dict:
         """Run one job; returns {"result": success|failure|skipped, "steps": {id: outputs},
         "workspace": Path, "outputs": job outputs}."""
         wf = yaml.safe_load(workflow.read_text())
@@ -266,8 +272,8 @@ class Runner:
         workspace.mkdir(parents=True)
         temp.mkdir()
         contexts = {"github": github, "runner": {"temp": str(temp), "os": "Linux"},
-                    "env": {}, "steps": {}, "needs": needs or {}, "vars": {},
-                    "matrix": {}, "inputs": {}}
+                    "env": {}, "steps": {}, "needs": needs or {}, "vars": vars or {},
+                    "matrix": {}, "inputs": inputs or {}}
         status = {"ok": True}
         wf_env = {k: interpolate(v, contexts) for k, v in (wf.get("env") or {}).items()}
         wf_env.update(env_overrides or {})
@@ -306,22 +312,35 @@ class Runner:
             return True   # the shim is on PATH for every step (see _bash)
         if uses.startswith("actions/upload-artifact@"):
             src = workspace / with_["path"]
-            files = [p for p in src.rglob("*") if p.is_file()] if src.exists() else []
+            hidden = with_.get("include-hidden-files") not in (True, "true")
+            skip = shutil.ignore_patterns(".*") if hidden else None   # v4.4+: dotfiles left out
+            files = [p for p in src.rglob("*") if p.is_file() and not (
+                hidden and any(part.startswith(".") for part in p.relative_to(src).parts))
+                     ] if src.exists() else []
             if not files and with_.get("if-no-files-found", "warn") == "error":
                 self.log.append(f"{name}: no files")
                 return False
             dest = self.root / "artifacts" / run_id / with_["name"]
             if dest.exists():
                 shutil.rmtree(dest)
-            shutil.copytree(src, dest) if files else dest.mkdir(parents=True)
+            shutil.copytree(src, dest, ignore=skip) if files else dest.mkdir(parents=True)
             self.artifacts[(run_id, with_["name"])] = dest
+            return True
+        if uses.startswith("actions/download-artifact@") and "pattern" in with_:
+            found = sorted(n for (run, n) in self.artifacts
+                           if run == run_id and fnmatch.fnmatchcase(n, with_["pattern"]))
+            dest = workspace / (with_.get("path") or ".")
+            flat = len(found) == 1 or with_.get("merge-multiple") in (True, "true")
+            for n in found:
+                shutil.copytree(self.artifacts[(run_id, n)], dest if flat else dest / n,
+                                dirs_exist_ok=True)
             return True
         if uses.startswith("actions/download-artifact@"):
             source = self.artifacts.get((str(with_.get("run-id") or run_id), with_["name"]))
             if source is None:
                 self.log.append(f"{name}: artifact {with_['name']} not found")
                 return False
-            shutil.copytree(source, Path(with_.get("path") or workspace), dirs_exist_ok=True)
+            shutil.copytree(source, workspace / (with_.get("path") or "."), dirs_exist_ok=True)
             return True
         if uses:
             raise NotImplementedError(f"no stand-in for {uses}")

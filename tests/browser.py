@@ -1,5 +1,7 @@
 """Open a page in headless Chromium (Debian's, driven by Playwright): what it rendered, what it
-logged, and a screenshot. Skips when no Chromium is installed, unless CI requires one."""
+logged, and a screenshot. A test that needs a system package (Chromium; for ASV's page the
+JavaScript libraries it serves offline) skips naming the packages when one is missing, and fails
+instead where CI installs them and requires them (``SPYRE_BENCH_REQUIRE_BROWSER=1``, .ci/run)."""
 
 from __future__ import annotations
 
@@ -29,14 +31,32 @@ class PageCheck:
     screenshot: Path
 
 
-def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
-    why = "no Chromium here (apt-get install chromium; .ci/run installs it)"
-    if os.environ.get("SPYRE_BENCH_REQUIRE_BROWSER"):
+REQUIRE_ENV = "SPYRE_BENCH_REQUIRE_BROWSER"
+
+
+def _missing(packages: list[str], what: str) -> None:
+    """Skip (or fail, where CI requires them) naming the Debian packages to install."""
+    why = (f"needs {what}: apt-get install {' '.join(packages)} (.ci/run installs them; "
+           f"{REQUIRE_ENV}=1 makes this a failure)")
+    if os.environ.get(REQUIRE_ENV):
         pytest.fail(why)
     pytest.skip(why)
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        _missing(["chromium"], "Chromium, not installed here")
+    return exe
+
+
+def offline_libraries() -> None:
+    """The libraries ``asv publish``'s page loads, installed where the page copies them from
+    (harness.runner.asv_assets); without them the page loads them from CDNs."""
+    from harness.runner.asv_assets import ASSETS, find
+    missing = sorted({a.package for a in ASSETS if find(a.local) is None})
+    if missing:
+        _missing(missing, "the JavaScript libraries of ASV's offline page, not installed here")
 
 
 def open_page(path: Path, screenshot: str | Path) -> PageCheck:
@@ -90,6 +110,7 @@ def open_asv_site(site: Path, benchmark: str, screenshot: str | Path) -> SiteChe
     import functools
     import http.server
     import threading
+    offline_libraries()
     exe = chromium()
     from playwright.sync_api import sync_playwright
 

@@ -122,6 +122,25 @@ def test_identity_records_ladders_and_the_summary_is_printed(measured):
     assert proc.stdout.count("[exact (in process)] started") == len(names)
 
 
+def test_results_are_stored_without_blanks_after_asvs_own_save(measured):
+    """The kernel group is saved by ASV's `asv run`, which writes blanks after , and : (one per
+    stored number) after the exact tier's compact save: run compacts the file once more at the
+    end. Whole means are ints; the sidecar has no blanks either."""
+    _, names, tmp, _ = measured
+    files = sorted((tmp / "results" / "ci-box").glob("*-spyre-bench-*.json"))
+    assert len(files) == len(names)
+    for path in files:
+        raw = path.read_text()
+        data = json.loads(raw)
+        assert "kernel.Decode.time_layer" in data["results"]
+        assert raw == json.dumps(data, separators=(",", ":")), path.name
+        for name, row in data["results"].items():
+            if name.startswith("exact."):
+                assert not any(isinstance(v, float) and v.is_integer() for v in row[0]), name
+        side = path.with_suffix(".identity").read_text()
+        assert "\n" not in side and json.dumps(json.loads(side), separators=(",", ":")) == side
+
+
 def test_machine_file_is_written_in_full_and_other_entries_kept(measured):
     _, _, tmp, _ = measured
     data = json.loads((tmp / ".asv-machine.json").read_text())

@@ -75,6 +75,17 @@ CASES = [
     ("trace-query-above-seq", "cost --trace {w}/prefill.trace", 2, "query_len 9 > seq_len 3"),
     ("trace-too-long", "cost --trace {w}/long.trace --max-model-len 256", 2,
      "seq_len 3000 > max_model_len 256"),
+    # -- frontier (no plot is written when the input is refused) --
+    ("frontier-budget-0", "frontier --budget 0 --plot {w}/f.png", 2,
+     "--budget: ladder sizes must be >= 1, got '0'"),
+    ("frontier-budget-range-0", "frontier --budget 0:4 --plot {w}/f.png", 2,
+     "ladder sizes must be >= 1, got '0:4'"),
+    ("frontier-no-decodes", "frontier --trace {w}/prefills.trace --plot {w}/f.png", 2,
+     "prefills.trace: no decode in it"),
+    ("frontier-axis-no-override", "frontier --subject reference:pre-810 --axis num_seqs "
+     "--workload bimodal --plot {w}/f.png", 2,
+     "reference:pre-810 has no env override for the num_seqs axis"),
+    ("frontier-plot-pdf", "frontier --plot {w}/f.pdf", 2, "expected a .png or .svg file"),
     # -- subjects --
     ("subject-policy", "ladders --subject reference:nope", 2, "unknown policy 'nope'"),
     ("subject-kind", "ladders --subject svn:x", 2, "svn:x"),
@@ -151,6 +162,7 @@ TRACES = {
     "comments.trace": b"# only a comment\n\n",
     "prefill.trace": b"3 | 9\n",
     "long.trace": b"150,150\n3000\n",
+    "prefills.trace": b"300,400 | 20,30\n",
 }
 
 

@@ -11,6 +11,8 @@ the signal always arrives mid-run; those commands all run at once to keep the fi
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import json
 import math
@@ -353,6 +355,60 @@ def test_an_unwritable_results_folder_is_one_line(plain, tmp_path):
     one_error_line(proc, "cannot write results into")
 
 
+def _file_modes_bind() -> None:
+    """``preexec_fn``: the command obeys file modes even as root (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH leave its bounding set, so it starts without them); as another user it
+    does anyway."""
+    if IS_ROOT:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2):                          # PR_CAPBSET_DROP of the two overrides
+            if libc.prctl(24, cap, 0, 0, 0):
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+#: (id, what is done to the stored machine folder ``box``): a run into it is refused at once
+MACHINE_FOLDERS = [
+    ("unwritable-folder", lambda box: box.chmod(0o555)),
+    ("unwritable-machine-json", lambda box: (box / "machine.json").chmod(0o444)),
+    ("file-in-its-place", lambda box: (shutil.rmtree(box), box.write_text("not a folder\n"))),
+]
+
+
+def _can_shed_overrides() -> bool:
+    """Not root, or root holding CAP_SETPCAP (bit 8), which dropping from the bounding set needs."""
+    if not IS_ROOT:
+        return True
+    status = Path("/proc/self/status").read_text()
+    effective = int(re.search(r"^CapEff:\s*([0-9a-f]+)", status, re.MULTILINE).group(1), 16)
+    return bool(effective >> 8 & 1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_shed_overrides(),
+                    reason="root here cannot shed its permission overrides (prctl, CAP_SETPCAP)")
+@pytest.mark.parametrize("case_id,spoil", MACHINE_FOLDERS, ids=[c[0] for c in MACHINE_FOLDERS])
+def test_a_machine_folder_that_cannot_be_written_is_one_line(plain, tmp_path, case_id, spoil):
+    stored = tmp_path / "stored"
+    results(stored)
+    (stored / "box" / "machine.json").write_text('{"machine": "box", "version": 1}')
+    spoil(stored / "box")
+    before = snapshot(stored)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "run", "--repo", str(plain["g"]), "HEAD",
+             "--results-dir", str(stored), "--machine", "box", "--device", "cpu", "--tier",
+             "tiny"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+            stdin=subprocess.DEVNULL, env=_env(tmp_path), preexec_fn=_file_modes_bind)
+    finally:
+        for path in (stored / "box", stored / "box" / "machine.json"):
+            if path.exists() and not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+    no_traceback(proc)
+    assert proc.returncode == errors.EXIT_INPUT, proc.stdout + proc.stderr
+    one_error_line(proc, f"cannot write results into {stored / 'box'}: ")
+    assert snapshot(stored) == before
+    assert not list((tmp_path / "tmp").iterdir())
+
+
 # -- the contract, outcome by outcome ----------------------------------------------------------
 
 OUTCOMES = [
@@ -389,6 +445,68 @@ def test_each_outcome_has_its_documented_status(stored_pair, tmp_path, case_id, 
     if code == errors.EXIT_INPUT:
         one_error_line(proc)
     assert {k: snapshot(v) for k, v in stored_pair.items()} == before
+
+
+# -- a subject's own failure -------------------------------------------------------------------
+
+#: command -> (file edited, text, replacement): the subject's code fails at block size 192 only,
+#: so the other rows are measured and shown
+SUBJECT_FAILURES = {
+    "ladders": (BUCKETER, "        self._block_size = vllm_config.cache_config.block_size\n",
+                "        if vllm_config.cache_config.block_size == 192:\n"
+                "            import os\n            os._exit(0)\n"
+                "        self._block_size = vllm_config.cache_config.block_size\n"),
+    "cost": (BACKEND, "        m = common_attn_metadata\n",
+             "        m = common_attn_metadata\n        if self.block_size == 192:\n"
+             "            raise RuntimeError('no bs 192 here')\n"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(SUBJECT_FAILURES))
+def test_a_subject_failure_is_said_once(spyre_repo, tmp_path, command):
+    relpath, old, new = SUBJECT_FAILURES[command]
+    commit = spyre_repo.edit(relpath, old, new, parent="gen4", message=f"fails at 192 ({command})")
+    proc = spyre_bench([command, "--subject", f"git:{spyre_repo.path}@{commit}", "--tier", "tiny"],
+                       tmp_path, timeout=180)
+    no_traceback(proc)
+    assert proc.returncode == errors.EXIT_FLAGGED, proc.stdout + proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(said) == 1, proc.stderr
+    assert said[0].startswith("spyre-bench: FAILED: subject failed in "), proc.stderr
+    assert "192" in said[0] and commit in proc.stdout          # and the table after it
+
+
+#: A bucketer that moves its process to TMPDIR when imported and each time one is made.
+CHDIR_CLASS = "class SpyreAttnBucketer:"
+CHDIR_INIT = "        self._block_size = vllm_config.cache_config.block_size\n"
+
+
+def test_a_subject_that_changes_folder_moves_nothing_of_run(spyre_repo, tmp_path):
+    """``run`` with a relative --results-dir on a commit whose code calls ``os.chdir``: the
+    results are where the flag said, every figure measured (it was 'nothing measured: all 0
+    figures ... skipped; first reason: none recorded', the exact tier's file written under the
+    subject's folder and ASV's benchmarks failing on their own relative files)."""
+    (tmp_path / "tmp").symlink_to(tempfile.mkdtemp(prefix="cf-", dir="/tmp"))  # ASV's socket
+    moved = spyre_repo.edit(BUCKETER, CHDIR_CLASS,
+                            "import os as _os, tempfile as _tf\n_os.chdir(_tf.gettempdir())\n"
+                            + CHDIR_CLASS, parent="gen4", message="chdir at import")
+    commit = spyre_repo.edit(BUCKETER, CHDIR_INIT, CHDIR_INIT + "        _os.chdir(_tf.mkdtemp())\n",
+                             parent=moved, message="chdir at import and when made")
+    try:
+        proc = spyre_bench(["run", "--repo", str(spyre_repo.path), commit, "--results-dir",
+                            "stored", "--machine", "box", "--device", "cpu", "--tier", "tiny",
+                            "--bench", BENCH], tmp_path, timeout=300)
+        no_traceback(proc)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        frame = load_history(tmp_path / "stored")
+        mine = frame[(frame.commit == commit) & (frame["param:probe"] != "review-4x3-kv-above")]
+        assert set(mine.status) == {"ok"}, mine[["benchmark", "status"]]  # what BENCH selects
+        assert {b.split(".")[0] for b in mine.benchmark} == {"exact", "kernel"}
+        strays = [p for p in (tmp_path / "tmp").resolve().rglob("*")
+                  if p.suffix in (".json", ".identity")]
+        assert strays == [], strays         # where the subject went
+    finally:
+        shutil.rmtree((tmp_path / "tmp").resolve(), ignore_errors=True)
 
 
 # -- interrupts ----------------------------------------------------------------------------------
@@ -575,3 +693,82 @@ def test_a_reference_repository_build_cut_short_is_built_again(tmp_path):
     (tmp_path / "reference-repo.tmp-99999").mkdir()      # a killed build's leftover
     assert len(ensure_reference_repo(repo)) == 5
     assert not (tmp_path / "reference-repo.tmp-99999").exists()
+
+
+# -- kill -9: what a run started ends with it ----------------------------------------------------
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every live process: pid -> (parent pid, session id)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] != "Z":
+            out[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return out
+
+
+def _descendants(root: int) -> set[int]:
+    table = _process_table()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {p for p, (ppid, _) in table.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _left(pids: set[int], sessions: set[int]) -> set[int]:
+    """Of ``pids`` and the members of ``sessions``, those still running."""
+    return {p for p, (_, sid) in _process_table().items() if p in pids or sid in sessions}
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("where", ["process", "asv"], ids=["exact-tier", "under-asv"])
+def test_a_run_killed_with_sigkill_leaves_no_process(spyre_repo, tmp_path, where):
+    """``kill -9`` of ``run`` while the subject's code holds (in the exact tier's process, or in
+    an ASV benchmark process): nothing it started (fork server and its children, resource
+    tracker, ASV and its benchmark processes, subject workers) outlives it by more than moments."""
+    (tmp_path / "tmp").symlink_to(tempfile.mkdtemp(prefix="cf-", dir="/tmp"))
+    hold = tmp_path / "hold"
+    hold.touch()
+    files = {BUCKETER: held_source("810-clamp", hold, where)}
+    if where == "asv":
+        files[BACKEND] = generation_files("810-clamp")[BACKEND] + _hold_code(hold, where)
+    commit = spyre_repo.add_commit(files, f"bucketer held (kill -9, {where})", parent="810-clamp")
+    proc = subprocess.Popen([sys.executable, "-m", "harness",
+                             *_argv("run", spyre_repo, commit, tmp_path / "stored")],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=_child_defaults)
+    tree: set[int] = set()
+    try:
+        deadline = time.monotonic() + 150
+        while not list(tmp_path.glob("hold.at-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the subject never held"
+            time.sleep(0.1)
+        time.sleep(0.5)                     # every holder of the group gets there
+        tree = _descendants(proc.pid)
+        sessions = {proc.pid} | {_process_table().get(p, (0, 0))[1] for p in tree} - {0}
+        assert tree, "run had started nothing"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while _left(tree, sessions) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _left(tree, sessions)
+        said = {p: Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")[:120]
+                for p in left if Path(f"/proc/{p}").exists()}
+        assert not left, f"outlived run's kill -9: {said}"
+    finally:
+        hold.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _left(tree, set()):      # what this test started, never anything else
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree((tmp_path / "tmp").resolve(), ignore_errors=True)

@@ -132,6 +132,15 @@ CASES += [
      "control characters"),
 ]
 
+#: Settings from the environment, held to a flag's rules: (variable, bad values, commands).
+ENV_NUMBERS = [("SPYRE_BENCH_SUBJECT_TIMEOUT", ["inf", "-inf", "nan", "-1", "1e300", "86401", "x"],
+                {"ladders": "ladders --subject git:{git}@HEAD", "cost": "cost --step 5",
+                 "run": "run --repo {git} HEAD --results-dir {w}/stored --machine box "
+                        "--device cpu --tier tiny"})]
+ENV_CASES = [(f"env-{name.removeprefix('SPYRE_BENCH_').lower()}={value}-{cmd}", {name: value},
+              argv, f"{name}={value!r}: expected") for name, values, commands in ENV_NUMBERS
+             for value in values for cmd, argv in commands.items()]
+
 #: Output targets that are not regular files, refused before any work: (id, path, text).
 TARGETS = [("fifo", "{w}/fifo", "it is a FIFO"), ("folder", "{w}/folder", "it is a directory"),
            ("device", "/dev/null", "it is a character device"),
@@ -211,7 +220,7 @@ def state(root: Path) -> dict[str, str]:
     return out
 
 
-def spyre_bench(work, case_id: str, argv: str, stdout=subprocess.PIPE):
+def spyre_bench(work, case_id: str, argv: str, stdout=subprocess.PIPE, env: dict | None = None):
     """Run one case as a subprocess; returns (process, the case's TMPDIR, the filled argv)."""
     w, repo = work["w"], work["git"]
     fill = {"w": str(w), "git": str(repo), "F": str(w / "F")}
@@ -222,14 +231,15 @@ def spyre_bench(work, case_id: str, argv: str, stdout=subprocess.PIPE):
                           stderr=subprocess.PIPE, text=True, cwd=w, timeout=60,
                           stdin=subprocess.DEVNULL,
                           env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": str(tmp),
-                               "TMPDIR": str(tmp)})
+                               "TMPDIR": str(tmp), **(env or {})})
     return proc, tmp, fill
 
 
-def check_refused(work, case_id: str, argv: str, text: str, stdout=subprocess.PIPE) -> None:
+def check_refused(work, case_id: str, argv: str, text: str, stdout=subprocess.PIPE,
+                  env: dict | None = None) -> None:
     w, repo = work["w"], work["git"]
     before, repo_before = state(w), state(repo)
-    proc, tmp, fill = spyre_bench(work, case_id, argv, stdout)
+    proc, tmp, fill = spyre_bench(work, case_id, argv, stdout, env)
     lines = proc.stderr.splitlines()
     assert "Traceback" not in proc.stderr + (proc.stdout or ""), proc.stderr
     assert proc.returncode == 2, proc.stderr
@@ -246,6 +256,13 @@ def test_refused(work, case_id, argv, text):
     check_refused(work, case_id, argv, text)
 
 
+@pytest.mark.parametrize("case_id,env,argv,text", ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_refused_from_the_environment(work, case_id, env, argv, text):
+    """A bad value is one line before any work (it was an OverflowError traceback from the
+    timer for inf or 1e300), whatever command meets it first."""
+    check_refused(work, case_id, argv, text, env=env)
+
+
 @pytest.mark.parametrize("case_id,argv", STDOUT_FULL, ids=[c[0] for c in STDOUT_FULL])
 def test_standard_output_on_a_full_device(work, case_id, argv):
     with open("/dev/full", "w") as full:
@@ -254,7 +271,7 @@ def test_standard_output_on_a_full_device(work, case_id, argv):
 
 
 def test_the_catalogue_is_large_and_its_ids_unique():
-    ids = [c[0] for c in CASES] + [f"full-{c[0]}" for c in STDOUT_FULL]
+    ids = [c[0] for c in CASES + ENV_CASES] + [f"full-{c[0]}" for c in STDOUT_FULL]
     assert len(ids) == len(set(ids)) and len(ids) >= 100
 
 

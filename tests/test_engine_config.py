@@ -91,3 +91,13 @@ def test_a_bad_preset_or_count_is_one_line_and_exit_2():
         done = spyre_bench("ladders", *args)
         assert done.returncode == 2 and said in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
+
+
+def test_the_reference_says_what_it_does_not_model():
+    """The embedded reference has no speculative config, FP8 cache or per-layer heads: a skip
+    naming each, never its ladders standing in for them."""
+    for args, said in ((("--spec-tokens", "3"), "does not model speculative decoding (3 tokens)"),
+                       (("--preset", "granite-3.3-8b-fp8"), "does not model a fp8 K/V cache"),
+                       (("--preset", "mixed-kv-heads"), "does not model per-layer head counts")):
+        done = spyre_bench("ladders", "--subject", "reference:latest", *args, "--json")
+        assert done.returncode == 2 and said in done.stdout, (done.stdout, done.stderr)

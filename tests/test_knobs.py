@@ -11,7 +11,10 @@ import sys
 import pytest
 
 from harness.subjects.source.knobs import ENVS_FILE, Knob, declared
+from tests.fixtures.spyre_backend import backend
 from tests.fixtures.spyre_repo import BUCKETER
+
+HEAD_MAJOR_BACKEND = "spyre_inference/v1/attention/backends/spyre_head_major_attn.py"
 
 ENVS = '''\
 import os
@@ -70,7 +73,12 @@ def layouts(spyre_repo) -> dict[str, str]:
     entry = '    "SPYRE_ATTN_KV_LAYOUT": lambda: os.getenv("SPYRE_ATTN_KV_LAYOUT") or "%s",\n'
     token = spyre_repo.edit(ENVS_FILE, LAST_ENTRY, LAST_ENTRY + entry % "token_major",
                             parent=reads)
-    head = spyre_repo.edit(ENVS_FILE, entry % "token_major", entry % "head_major", parent=token)
+    envs = spyre_repo.read(token, ENVS_FILE).replace(entry % "token_major", entry % "head_major")
+    # the backend a head-major default selects: its own module, as today's trees have it
+    hm = backend("gen4", head_major=True).replace("class SpyreAttentionBackend(",
+                                                   "class SpyreHeadMajorAttentionBackend(")
+    head = spyre_repo.add_commit({ENVS_FILE: envs, HEAD_MAJOR_BACKEND: hm},
+                                 "default: head-major", parent=token)
     return {"token_major": spyre_repo.spec(token), "head_major": spyre_repo.spec(head)}
 
 

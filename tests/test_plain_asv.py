@@ -178,11 +178,13 @@ def test_asv_run_new_measures_only_what_is_new_on_the_branch(plain):
 def test_published_page_renders_with_the_network_off(plain):
     """asv publish's page, served on the loopback with every other host unreachable: the grid,
     the list and a benchmark's graph render from the libraries copied into the site."""
+    from tests.browser import chromium, offline_libraries, open_asv_site
+    offline_libraries()      # skips (fails where CI requires them) naming what to install
+    chromium()
     repo, conf, home = plain
     asv("publish", conf=conf, home=home)
     page_html = (home / "html" / "index.html").read_text()
     assert "https://" not in page_html.split("</head>")[0]   # no library from a CDN
-    from tests.browser import open_asv_site
     site = open_asv_site(home / "html", "exact.Config.track_batched_num_blocks_distinct",
                          os.path.join(os.environ.get("SPYRE_BENCH_ARTIFACTS", "test-artifacts"),
                                       "asv-offline.png"))
@@ -208,3 +210,20 @@ def test_plain_asv_and_spyre_bench_run_store_the_same_values(plain, tmp_path):
     assert set(theirs) == set(ours) and len(ours) == 3 * len(NAMES)
     for key in theirs:
         assert ours[key] == theirs[key], key          # values, params and versions
+
+
+def test_a_missing_system_package_skips_naming_it_or_fails_where_ci_requires_it(monkeypatch):
+    """A fresh machine's `make test` skips the offline-page checks, saying what to install;
+    .ci/run (which installs the packages) makes the same gap a failure."""
+    from harness.runner import asv_assets
+    from tests.browser import REQUIRE_ENV, offline_libraries
+    monkeypatch.setattr(asv_assets, "JS_ROOTS", ())
+    monkeypatch.delenv(asv_assets.JS_DIR_ENV, raising=False)
+    monkeypatch.delenv(REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install libjs-bootstrap libjs-jquery "
+                                                    "libjs-jquery-flot libjs-jquery-stupidtable "
+                                                    "node-blueimp-md5"):
+        offline_libraries()
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="libjs-jquery-flot"):
+        offline_libraries()

@@ -27,7 +27,7 @@ from harness.report.schema import validate
 from harness.report.verdict import FAIL_ON, exit_code
 from harness.subjects import resolve_subject
 from harness.workloads import specs
-from tests.fixtures.spyre_repo import BACKEND, plant_slowdown
+from tests.fixtures.spyre_repo import BACKEND, plant_kv_ladder, plant_slowdown
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = bool(os.environ.get("SPYRE_BENCH_UPDATE_GOLDEN"))
@@ -88,8 +88,13 @@ def test_810_first_screen_carries_the_reviews_five_findings(pr810):
     doc, text = pr810
     top = plain(first_screen(text))
     assert len(text) < GITHUB_BODY_LIMIT and exit_code(doc, set(FAIL_ON)) == 1
-    # 1: block_size 192 moves the default ladder, marked as a regression
-    assert re.search(r"🔴 regression in the default config .*block_size 192", top)
+    # 1: block_size 192 moves the default ladder: fewer graphs bought with more padding for
+    # short decodes (a trade-off, said as one), and where both ladders sit on the head's frontier
+    line = next(x for x in top.splitlines() if x.startswith("⚖️ trade-off in the default config"))
+    assert "block_size 192" in line and "−4 compiled graphs for −31.2 % to +100 % iterations" in line
+    assert ("on the head's frontier at max_model_len 2048 (its code, every mix compared): the "
+            "base's [1,2,4,8,11] (36 graphs) pads 0.194 % more than [2,3,8,11] (30 graphs)") in line
+    assert "the head's [2,3,6,11] (30 graphs) pads 1.02 % more than [2,3,8,11]" in line
     for change in ("max_model_len 256 [1,2] → [2]", "max_model_len 2048 [1,2,4,8,11] → [2,3,6,11]",
                    "max_model_len 32768 [1,2,4,8,16,32,64,128,171] → [2,3,6,11,22,43,86,171]"):
         assert change in top, change
@@ -271,9 +276,52 @@ def test_slowdown_with_timings_is_red_with_ratio_and_interval(spyre_repo):
     validate(doc)
     text = pinned("slowdown-timed-comment.md", doc, spyre_repo, slow=slow)
     assert text.startswith("### spyre-bench: 🔴 2 regressions")
-    assert re.search(r"🔴 timing regression: kernel\.Decode\.time_layer probe notes-4x16 "
-                     r"[12]\.\d\d× \(slower; .*95% CI [12]\.\d\d–[12]\.\d\d×", plain(text))
+    assert re.search(r"🔴 timing regression: kernel\.Decode\.time_layer at probe notes-4x16 "
+                     r"\(block_size 128, max_model_len 2048, step 2048,2048,2048,2048\), default "
+                     r"config \(no env override\): [12]\.\d\d× \(slower; .*95% CI "
+                     r"[12]\.\d\d–[12]\.\d\d×", plain(text))
     assert exit_code(doc, set(FAIL_ON)) == 1
+
+
+# -- ladder changes: trade-off, regression, improvement ---------------------------------------
+
+#: Short decodes only (at bs 64, mml 2048: 1-4 blocks), so each plant moves every cost one way.
+SHORT = ("--batched", "--workload", "four-3-block-decodes", "--workload", "uniform-short")
+
+
+@pytest.mark.parametrize("plant,kind,code,gate,said", [
+    ("midpoints", "trade-off", 0, {"variants": 1, "regression": 0},
+     "+27 compiled graphs for −25 % to −0.781 % iterations, −25 % to −0.284 % padding and "
+     "−25 % to −0.286 % H2D bytes"),
+    ("floor-8", "regression", 1, {"variants": 1, "regression": 1},
+     "+14 compiled graphs, +100 % iterations, +100 % padding"),
+    ("short-exact", "improvement", 0, {"variants": 0, "regression": 0},
+     "−7 compiled graphs, −25 % to −0.781 % iterations"),
+])
+def test_a_ladder_change_is_said_as_a_trade_off_regression_or_improvement(
+        spyre_repo, plant, kind, code, gate, said):
+    """Planted default kv ladders of #810's bucketer, through ``compare`` (exit status under
+    ``--fail-on regression``: a trade-off is not a regression) and the rendered comment."""
+    head = plant_kv_ladder(spyre_repo, plant)
+    status, doc, proc = compare_cli(spyre_repo, "810-clamp", head, *SHORT,
+                                    "--fail-on", "regression")
+    assert status == code, proc.stderr
+    validate(doc)
+    for flag, expected in gate.items():
+        assert exit_code(doc, {flag}) == expected, flag
+    text = plain(render(doc))
+    icon = {"trade-off": "⚖️", "regression": "🔴", "improvement": "🟢"}[kind]
+    first = next(x for x in text.splitlines() if x.startswith(icon))
+    assert first.startswith(f"{icon} {kind} in the default config (no env override) at "
+                            "block_size 64, max_model_len 2048"), first
+    assert said in first, first
+    assert "batched num_blocks ladder [1,2,4,8,16,32] → " in first
+    assert "on the head's frontier (its code, every mix compared): the base's " \
+           "[1,2,4,8,16,32] (40 graphs)" in first
+    assert sum(x.startswith(("⚖️", "🔴", "🟢")) for x in text.splitlines()) == 1
+    if kind == "trade-off":
+        pinned("tradeoff-comment.md", doc, spyre_repo, midpoints=head)
+        assert text.startswith("spyre-bench: 🟡 1 trade-off") and "🔴" not in text
 
 
 # -- escaping ----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ def figures(subject):
         work = workload_figures(subject, case, WORKLOADS)
         for row in work.values():
             row.pop("h2d_bytes_by_tensor", None)
+            row.pop("notes", None)   # the builder's log lines: worded by each, not compared
             for key in [k for k in row if k.startswith("setup_")]:
                 del row[key]
         out.append((config, work))

@@ -145,6 +145,6 @@ def test_in_process_the_workload_cache_is_set_up_first_and_results_keep_their_or
         monkeypatch.setattr(cls, "setup_cache",
                             lambda self, name=cls.__name__: ran.append(name) or {"skipped": "x"})
     values = inprocess._values(benchmarks, {b.name: None for b in benchmarks})
-    assert ran[0] == "Workload" and sorted(ran) == ["Config", "Ladder", "Workload"]
+    assert ran[0] == "Workload" and sorted(ran) == ["Config", "Frontier", "Ladder", "Workload"]
     assert list(values) == [b.name for b in benchmarks]
     assert all(v != v for vals, *_ in values.values() for v in vals)   # NaN: skipped

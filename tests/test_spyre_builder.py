@@ -231,8 +231,12 @@ def test_one_time_staging_is_no_steps_cost_and_step_figures_do_not_depend_on_ord
     # the staging buffers are the engine's, reported apart, whichever step came first
     staged = 2 * 8 * 32 * 128 * 2
     assert "forward" not in first.steps[0].h2d and "_staging_buffers" not in first.steps[0].h2d
+    # and what the builder warned building it (its bucketer, on the review's kv override)
+    said = ["SPYRE_ATTN_KV_BUCKETS=128,8192: dropping [8192] above 2048",
+            "SPYRE_ATTN_KV_BUCKETS=128,8192: appending 2048"]
     for cost in (first, second, again_first, again_second):
-        assert cost.setup == {"transfers": 2, "by_tensor": {"_staging_buffers": staged}}
+        assert cost.setup == {"transfers": 2, "by_tensor": {"_staging_buffers": staged},
+                              "notes": said}
         assert cost.as_dict()["setup_h2d_bytes"] == staged
 
 

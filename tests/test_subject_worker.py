@@ -110,8 +110,8 @@ def test_a_misbehaving_subject_is_that_subjects_failure(spyre_repo, scratch, nam
                        "tiny", "--json", cwd=scratch / "cwd", tmp=scratch / "tmp")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("spyre-bench: error")]
-    assert len(errors) == 1 and "subject failed" in errors[0], proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("spyre-bench:")]
+    assert len(said) == 1 and "subject failed" in said[0], proc.stderr
     if bites == "row":   # the other rows were measured, and the JSON says which failed
         rows = json.loads(proc.stdout)
         failed = [r for r in rows for f in r["subjects"].values() if f.get("failed")]
@@ -192,6 +192,7 @@ COMMANDS = {
                "--no-graphs", "--repeat", "1"],
     "compare": ["compare", "--base", "{good}", "--head", "{bad}", "--tier", "tiny"],
     "crosscheck": ["crosscheck", "--subject", "{bad}", "--policy", "latest", "--tier", "tiny"],
+    "frontier": ["frontier", "--subject", "{bad}", "--workload", "bimodal"],
 }
 
 

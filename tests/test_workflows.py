@@ -451,6 +451,29 @@ def test_nightly_measures_read_only_and_writes_only_from_jobs_that_run_no_measur
     assert all("vars.SPYRE_BENCH_NIGHTLY" in job["if"] for job in jobs.values())
 
 
+def test_nightly_fans_out_over_shards_and_only_checked_data_reaches_the_writer():
+    """Each machine's commits are split over a matrix of shards; the shards' artifacts (from jobs
+    that ran spyre-inference's code) are read only by the merge job, read-only, on a hosted
+    runner, with spyre-bench's own code; the job that writes takes the merge job's artifact."""
+    jobs = load("nightly.yml")["jobs"]
+    measure, merge, record = jobs["measure"], jobs["merge"], jobs["record"]
+    assert measure["needs"] == "plan" and not writes(jobs["plan"], load("nightly.yml"))
+    assert measure["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    step = next(s for s in measure["steps"] if "spyre-bench nightly" in s.get("run", ""))
+    assert '--shard "$SHARD"' in step["run"]
+    assert step["env"]["SHARD"] == "${{ matrix.shard }}/${{ needs.plan.outputs.count }}"
+    uploads = [s["with"]["name"] for s in measure["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads == ["results-${{ matrix.machine }}-${{ matrix.shard }}"]
+    assert merge["permissions"] == {"contents": "read"} and merge["needs"] == "measure"
+    assert "self-hosted" not in str(merge["runs-on"])
+    assert [c.get("repository") for c in checkouts(merge)] == [BENCH_REPO]
+    assert "spyre-bench\" merge --results-dir merged" in " ".join(
+        s.get("run", "") for s in merge["steps"])
+    downloads = [s["with"] for s in record["steps"] if "download-artifact" in s.get("uses", "")]
+    assert downloads == [{"name": "merged-results", "path": "incoming"}]
+    assert record["needs"] == "merge" and "needs.merge.outputs.merged == 'true'" in record["if"]
+
+
 # -- the pin: one commit of main for both halves, and it has what the workflows call -----------
 
 SHA = re.compile(r"[0-9a-f]{40}")

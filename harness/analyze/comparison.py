@@ -139,6 +139,9 @@ class Comparison:
     timings_measured: bool = False
     #: (probes whose output matched the oracle, probes checked); None when the oracle never ran.
     oracle: tuple[int, int] | None = None
+    #: Per side with a compile guard: its violations beside spyre-bench's late compiles
+    #: (harness.measure.interleaved.GUARD_FIELDS, with "side" and "workload").
+    guard: list[dict] = field(default_factory=list)
     #: What limits the timing verdicts (not interleaved, measured apart, busy host).
     timing_notes: list[str] = field(default_factory=list)
     #: Timing verdicts are advisory: base and head were not measured interleaved.
@@ -153,6 +156,8 @@ class Comparison:
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
+    #: Ladder changes placed on the head's frontier (harness.analyze.frontier_compare).
+    frontier: list[dict] = field(default_factory=list)
 
     @property
     def exact_compared(self) -> int:
@@ -214,14 +219,36 @@ def as_document(c: Comparison) -> dict:
         "mismatches": [{"what": w, "why": r} for w, r in c.mismatches],
         "lost": [{"what": w, "why": r} for w, r in c.lost],
         "skipped": [{"what": w, "why": r} for w, r in c.skipped], "problems": list(c.problems),
-        "configs": c.configs, "envs": c.envs,
+        "configs": c.configs, "envs": {**_named_envs(c), **c.envs}, "frontier": c.frontier,
+        "probes": _probes(c),
         # only where there is something: a comparison without keeps the document it always had
         **({"knobs": [{"knob": k.knob, "base": k.base, "head": k.head, "change": k.change}
                       for k in c.knobs]}
            if c.knobs else {}),
         **({"notes": [{"params": p, "base": b, "head": h} for p, b, h in c.notes]}
            if c.notes else {}),
+        **({"guard": list(c.guard)} if c.guard else {}),
     }
+
+
+def _named(c: Comparison, key: str) -> set[str]:
+    """The values of param ``key`` among everything compared."""
+    items = [*c.exact_all, *c.ladders, *c.timings]
+    return {str(i.params[key]) for i in items if i.params.get(key) is not None}
+
+
+def _named_envs(c: Comparison) -> dict[str, dict[str, str]]:
+    """Each named override set compared, as its env in full (stored results keep only the
+    name; a reader needs the variables)."""
+    from harness.matrix import OVERRIDE_SETS
+    return {n: dict(OVERRIDE_SETS[n]) for n in sorted(_named(c, "overrides"))
+            if n in OVERRIDE_SETS}
+
+
+def _probes(c: Comparison) -> dict[str, dict]:
+    """Each kernel probe compared: its config, step and env (its figures carry only the name)."""
+    from harness.measure.probe_set import describe
+    return {n: d for n in sorted(_named(c, "probe")) if (d := describe(n)) is not None}
 
 
 def _paired(v: Verdict) -> dict:

@@ -72,8 +72,10 @@ def changed_fields(base: dict, head: dict, fields) -> list[str]:
 
 
 def compare_subjects(base: Subject, head: Subject, cases: list[Case],
-                     workloads: list[WorkloadSpec], **kwargs) -> Comparison:
-    """Exact comparison of two subjects computed now (no stored results needed)."""
+                     workloads: list[WorkloadSpec], frontier: bool = True,
+                     **kwargs) -> Comparison:
+    """Exact comparison of two subjects computed now (no stored results needed); with
+    ``frontier``, a changed default kv ladder is placed on the head's frontier too."""
     comparison = Comparison(Side(base.spec, _commit(base), sources=base.sources),
                             Side(head.spec, _commit(head), sources=head.sources), **kwargs)
     comparison.knobs = knob_changes(base.knobs, head.knobs)
@@ -92,6 +94,9 @@ def compare_subjects(base: Subject, head: Subject, cases: list[Case],
         for name in wb:
             compare_figures(comparison, {**key, "workload": name}, wb[name], wh[name],
                             list(WORKLOAD_METRICS))
+    if frontier:
+        from harness.analyze.frontier_compare import placements
+        comparison.frontier = placements(base, head, comparison, cases, workloads)
     return comparison
 
 
@@ -123,6 +128,7 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     comparison.lost += run.lost
     comparison.skipped += run.skipped
     comparison.oracle = run.oracle
+    comparison.guard = list(run.guards)
     comparison.base.device = comparison.head.device = run.device
     if not run.timed:
         return

@@ -8,9 +8,10 @@ import sys
 from harness import __version__
 from harness.errors import EXIT_INTERRUPTED, EXIT_OK, HarnessError
 from harness.interrupts import as_keyboard_interrupt
+from harness.lifeline import hold, rooted
 
-COMMANDS = ("ladders", "cost", "kernel", "crosscheck", "compare", "history", "run", "nightly",
-            "changes", "bisect", "report", "comment")
+COMMANDS = ("ladders", "cost", "frontier", "kernel", "crosscheck", "compare", "history", "run",
+            "nightly", "merge", "changes", "bisect", "report", "comment")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,8 +26,10 @@ def parser() -> argparse.ArgumentParser:
         prog="spyre-bench",
         description="Benchmarks and regression tracking for spyre-inference's attention bucketer "
                     "and batched decode kernel. Exact figures (ladders, compile keys, loop "
-                    "iterations, padding, host-to-device bytes) come from a pure-Python model of "
-                    "the subject's bucketer; no card, GPU or checkout needed for them.")
+                    "iterations, padding, host-to-device bytes) come from running the subject's "
+                    "own code on the CPU: a spyre-inference commit's bucketer and metadata "
+                    "builder (in a worker process), or the embedded reference's pure-Python "
+                    "model of them; no card or GPU needed for them.")
     p.add_argument("--version", action="version", version=f"spyre-bench {__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND", required=True)
     import importlib
@@ -36,8 +39,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a command; its exit status follows the one contract in harness.errors (README)."""
-    with as_keyboard_interrupt():
+    """Run a command; its exit status follows the one contract in harness.errors (README). What
+    it starts ends with it, kill -9 included (harness.lifeline)."""
+    hold()
+    with as_keyboard_interrupt(), rooted():
         try:
             args = parser().parse_args(argv)
             return args.run(args)

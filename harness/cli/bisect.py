@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
+from harness.cli.options import subject_timeout
 from harness.errors import ConfigError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
@@ -25,10 +26,10 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("good", type=options.revision, help="last good commit")
     p.add_argument("bad", type=options.revision, help="first bad commit measured")
-    p.add_argument("--repo", type=Path, required=True)
+    p.add_argument("--repo", type=options.path, required=True)
     p.add_argument("--benchmark", required=True, help="e.g. kernel.Decode.time_layer")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR)
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR)
     p.add_argument("--machine", default=default_machine_name())
     p.add_argument("--device", default="auto")
     p.add_argument("--tier", choices=sorted(TIERS), default="quick")
@@ -60,6 +61,7 @@ def run(args) -> int:
     from harness.store.names import checked_name
     from harness.subjects.source import gitrev
     checked_name("--machine", args.machine)
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: before any work
     params = _params(args.param)
     names = _param_names(args.results_dir, args.benchmark, args.machine)
     missing = [n for n in names if n not in params]

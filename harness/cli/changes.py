@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
@@ -26,9 +25,9 @@ def register(sub) -> None:
         epilog="exit codes: 0 no regression, 1 regressions found, 2 bad input or nothing "
                "measured (no results on the branch, or every figure skipped)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                    help="ASV results folder (default %(default)s, where `run` writes)")
-    p.add_argument("--repo", type=Path,
+    p.add_argument("--repo", type=options.path,
                    help="the spyre-inference repository: commit order and ranges come from its "
                         "first-parent history (default: commit dates)")
     p.add_argument("--branch", type=options.revision,
@@ -37,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--machine", help="only this machine's series")
     p.add_argument("--json", type=output_file, metavar="FILE",
                    help="machine-readable list ('-': stdout)")
-    p.add_argument("--issues-dir", type=Path, metavar="DIR",
+    p.add_argument("--issues-dir", type=options.path, metavar="DIR",
                    help="write one markdown issue body per regression (<key>.md)")
     p.add_argument("--repo-url", help="commit links in the markdown, e.g. "
                    "https://github.com/torch-spyre/spyre-inference")

@@ -40,7 +40,8 @@ exact change the file does not acknowledge, in either direction, and passes on t
 exit codes (for a CI gate):
   0  nothing flagged by --fail-on
   1  a flagged finding: wrong kernel, lost figures, an (unacknowledged) exact or ladder change in
-     either direction, or a timing regression
+     either direction, a timing regression or exact figures that only got worse (a trade-off of
+     compiled graphs against padding is not one, unless --fail-on variants)
   2  bad input (unknown commit, unreadable results, bad flags), nothing compared at all (every
      figure skipped on one side or both: a subject that does not load is never a pass), or sides
      that are not comparable (different machine, device or environment) with 'incomparable' in
@@ -66,7 +67,7 @@ def register(sub) -> None:
     options.add_matrix(p)
     options.add_workloads(p)
     stored = p.add_argument_group("stored results")
-    stored.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    stored.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                         help="ASV results folder (default %(default)s, where `run` writes)")
     stored.add_argument("--machine", help="machine to compare on (when several have both)")
     stored.add_argument("--env-name", help="ASV environment to compare (when several)")
@@ -80,8 +81,9 @@ def register(sub) -> None:
     judged.add_argument("--alpha", type=options.number(above=0, below=1), default=None,
                         help="significance level of the rank test (default 0.01)")
     judged.add_argument("--fail-on", default="wrong,lost,exact,regression,incomparable",
-                        help="what makes the exit code non-zero: wrong, lost, exact, regression, "
-                             "incomparable (default %(default)s; '' never fails)")
+                        help="what makes the exit code non-zero: wrong, lost, exact, regression "
+                             "(never a trade-off), variants (a ladder change compiling more "
+                             "graphs), incomparable (default %(default)s; '' never fails)")
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
                              "and time the quick tier's probes on this machine, interleaved; "
@@ -98,7 +100,7 @@ def register(sub) -> None:
     judged.add_argument("--oracle", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle on "
                              "the quick tier's probes, without timing them")
-    judged.add_argument("--expected", type=Path, metavar="FILE",
+    judged.add_argument("--expected", type=options.path, metavar="FILE",
                         help="expected-changes file (JSON lines): exact changes it acknowledges "
                              "do not fail the gate")
     judged.add_argument("--write-expected", metavar="FILE", type=output_file,

@@ -13,16 +13,19 @@ from harness.matrix import case_variant
 from harness.metrics import WORKLOAD_METRICS, format_bytes
 from harness.progress import Progress
 from harness.report.tables import SAID, cell, console, print_json, said_text, table
+from harness.subjects import is_embedded
 
-NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per sequence); the "
-        "batched formulas are spyre-inference's")
+#: About the embedded reference's model only: a commit's figures are its own builder's.
+REFERENCE_NOTE = ("per-sequence H2D is the model's assumption (block table + key mask per "
+                  "sequence); the batched formulas are spyre-inference's")
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "cost", help="exact dispatch and cost figures per config and workload",
-        description="Dispatch every step of each workload the way spyre-inference's metadata "
-                    "builder does, and report the exact cost: path taken and why, buckets, kernel "
+        description="Drive every step of each workload through the subject's metadata builder "
+                    "(a spyre-inference commit's own; the embedded reference's model of it) and "
+                    "report the exact cost: path taken and why, buckets, kernel "
                     "loop iterations per layer and per step, padded KV slots per real token, "
                     "host-to-device bytes and transfers, distinct compile keys, warmup variants "
                     "and late compiles. Batched decode runs only with SPYRE_BATCHED_DECODE=1 "
@@ -56,12 +59,14 @@ def run(args) -> int:
                 advance(f"{s.spec} {case.label()}", "done", 1)
             rows += _rows(case, specs, per_subject, len(subjects))
     outcome = row_outcome(f for r in rows for f in r["subjects"].values())
-    if isinstance(outcome, SubjectFailed):   # said first (stderr), raised last
+    if isinstance(outcome, SubjectFailed):   # said first (stderr), once
         print(f"spyre-bench: FAILED: {outcome}", file=sys.stderr)
     if args.json:
         print_json(rows)
     else:
         _render(rows, [s.spec for s in subjects], args.per_step)
+    if isinstance(outcome, SubjectFailed):
+        return outcome.exit_status   # said once, first
     if outcome is not None:
         raise outcome
     return 0
@@ -106,7 +111,10 @@ def _render(rows, specs, per_step) -> None:
                     + [cell([f[m.name] for f in figs], m.unit) for m in metrics] + note)
     title = f"cost: {specs[0]}" if len(specs) == 1 else f"cost: {specs[0]} → {specs[1]}"
     n_changed = sum(1 for r in rows if r.get("changed"))
-    caption = NOTE + (f"; {n_changed} of {len(rows)} rows changed" if len(specs) == 2 else "")
+    references = [s for s in specs if is_embedded(s)]
+    notes = ([f"{n_changed} of {len(rows)} rows changed"] if len(specs) == 2 else []) \
+        + ([f"{', '.join(references)}: {REFERENCE_NOTE}"] if references else [])
+    caption = "; ".join(notes) or None
     out.print(table(title, ["bs", "mml", "mns", "overrides", "workload", "paths"]
                     + [m.label for m in metrics] + [SAID] * column, body, caption=caption))
     if per_step:

@@ -53,7 +53,8 @@ def run(args) -> int:
         if len(subjects) == 2:
             row["changed"] = changed_fields(*figures.values(), fields)
         rows.append(row)
-    # As in ``cost``: said first, raised last (status 2 when every figure is a skip).
+    # As in ``cost``: a subject's failure said first, once (status 1); nothing computed
+    # raised last (status 2, every figure a skip).
     outcome = row_outcome(f for r in rows for f in r["subjects"].values())
     if isinstance(outcome, SubjectFailed):
         print(f"spyre-bench: FAILED: {outcome}", file=sys.stderr)
@@ -61,6 +62,8 @@ def run(args) -> int:
         print_json(rows)
     else:
         _render(rows, subjects, fields, args.changed_only)
+    if isinstance(outcome, SubjectFailed):
+        return outcome.exit_status   # said once, first
     if outcome is not None:
         raise outcome
     return 0

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR
+from harness.cli.options import subject_timeout
 from harness.errors import HarnessError
 from harness.matrix import TIERS
 from harness.runner.machine import default_machine_name
+from harness.runner.shard import WHOLE, Shard
 
 #: Commits one nightly run may take on (new, backfill, step): a bound, not a plan.
 MAX_COMMITS = 100_000
@@ -29,7 +30,7 @@ def register(sub) -> None:
                "--push\n"
                "then: spyre-bench changes --repo ../spyre-inference; spyre-bench report",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repo", type=Path, required=True, help="the spyre-inference repository")
+    p.add_argument("--repo", type=options.path, required=True, help="the spyre-inference repository")
     p.add_argument("--branch", default="main", type=options.revision,
                    help="branch to follow (default %(default)s)")
     p.add_argument("--max-new", type=options.number(0, most=MAX_COMMITS, kind=int), default=20,
@@ -40,7 +41,11 @@ def register(sub) -> None:
                    default=4,
                    help="measure every Nth commit going back (default %(default)s; bisect "
                         "pins changes between them)")
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    p.add_argument("--shard", type=_shard, default=WHOLE, metavar="I/N",
+                   help="measure only shard I of N of the plan (commits split by hash: each in "
+                        "exactly one shard, whatever the history's length), so N runners share a "
+                        "backfill; merge their folders with `spyre-bench merge`")
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                    help="results folder (default %(default)s)")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: the host's, %(default)s)")
@@ -56,6 +61,13 @@ def register(sub) -> None:
     p.set_defaults(run=checked_stdout(run))
 
 
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args) -> int:
     from harness.cli.common import LOCAL_DIR, device_kind
     from harness.report.tables import console
@@ -63,6 +75,7 @@ def run(args) -> int:
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets
 
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: before any work
     out = console()
     options = Options(repo=args.repo, results_dir=args.results_dir, machine=args.machine,
                       device=device_kind(args.device), tier=args.tier, bench=args.bench,
@@ -70,8 +83,11 @@ def run(args) -> int:
     history = nightly.first_parent_history(args.repo, args.branch)
     measured = {c for c in history if nightly.is_measured(options, c)}
     plan = nightly.plan(history, measured, args.max_new, args.backfill, args.backfill_step)
+    whole, plan = plan, plan.only(args.shard)
     out.print(f"{args.branch}: {plan.history} commits, {plan.measured} measured on "
-              f"{options.machine}; now {len(plan.new)} new + {len(plan.backfill)} backfill")
+              f"{options.machine}; now {len(plan.new)} new + {len(plan.backfill)} backfill"
+              + (f" (shard {args.shard} of a plan of {len(whole.commits)})"
+                 if args.shard != WHOLE else ""), markup=False)
     if args.dry_run or not plan.commits:
         for c in plan.commits:
             out.print(f"  would measure {c[:12]}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+from pathlib import Path
 
 from harness.config import (
     BATCHED_DECODE,
@@ -17,9 +19,8 @@ from harness.config import (
 from harness.errors import ConfigError
 from harness.matrix import OVERRIDE_SETS, SET_VARIABLES, TIERS, Case, expand, override_set
 from harness.presets import DEFAULT_PRESET, PRESETS, preset_config
-from harness.subjects import SPEC_HELP, Subject
+from harness.subjects import SPEC_HELP, Subject, timeout
 from harness.subjects.source.knobs import ENVS_FILE
-from harness.subjects.timeout import set_limit as set_subject_timeout
 from harness.worker import open_subject
 from harness.workloads import DEFAULT_STEPS, MIXES, WorkloadSpec, specs
 
@@ -108,6 +109,12 @@ def revision(text: str) -> str:
     return text
 
 
+def path(text: str) -> Path:
+    """argparse type of a file or folder: absolute from the start, so nothing the command does
+    later (a subject's code changing the folder included) moves where it points."""
+    return Path(os.path.abspath(text))
+
+
 def regex(text: str) -> str:
     """argparse type of a benchmark filter: a Python regular expression that compiles."""
     try:
@@ -117,8 +124,6 @@ def regex(text: str) -> str:
     return text
 
 
-#: A day: a longer --subject-timeout is no bound at all (0 says that).
-MAX_SUBJECT_TIMEOUT = 86400.0
 #: Steps per generated mix: beyond this a mix is no workload a scheduler sees in a benchmark.
 MAX_STEPS = 100_000
 
@@ -130,7 +135,7 @@ def add_subjects(p: argparse.ArgumentParser) -> None:
     g.add_argument("--base", metavar="SPEC", help="baseline subject of a comparison")
     g.add_argument("--head", metavar="SPEC", help="subject compared against --base")
     g.add_argument("--subject-timeout", metavar="SECONDS", default=None,
-                   type=number(0, most=MAX_SUBJECT_TIMEOUT),
+                   type=number(0, most=timeout.MAX_SECONDS),
                    help="a git:/path:/installed subject's code runs (import, bucketer, metadata "
                         "builder) in a worker process of its own, as this user: only name "
                         "checkouts you trust. Each load or drive of it is stopped after SECONDS "
@@ -149,8 +154,15 @@ def subject_specs(args) -> list[str]:
 
 def subjects(args) -> list[Subject]:
     specs_ = subject_specs(args)
-    set_subject_timeout(getattr(args, "subject_timeout", None))
+    subject_timeout(args)
     return [open_subject(s) for s in specs_]
+
+
+def subject_timeout(args) -> float:
+    """The subject's time limit, --subject-timeout or else $SPYRE_BENCH_SUBJECT_TIMEOUT, checked
+    before any work (a bad value in the environment is one line, as a bad flag is)."""
+    timeout.set_limit(getattr(args, "subject_timeout", None))
+    return timeout.limit()
 
 
 def add_matrix(p: argparse.ArgumentParser, default_overrides: str = "none") -> None:

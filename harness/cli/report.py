@@ -21,13 +21,13 @@ def register(sub) -> None:
                     "network) and, with "
                     "--asv, ASV's own per-benchmark graphs under asv/.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=HISTORY_DIR,
+    p.add_argument("--results-dir", type=options.path, default=HISTORY_DIR,
                    help="ASV results folder (default %(default)s, where `run` writes)")
-    p.add_argument("--repo", type=Path, help="spyre-inference repository (commit order, titles)")
+    p.add_argument("--repo", type=options.path, help="spyre-inference repository (commit order, titles)")
     p.add_argument("--branch", type=options.revision,
                    help="branch of --repo whose history orders the commits "
                    "(default: the branch checked out there)")
-    p.add_argument("--out", type=Path, default=Path(".asv/site"),
+    p.add_argument("--out", type=options.path, default=Path(".asv/site"),
                    help="output folder (default %(default)s)")
     p.add_argument("--asv", action="store_true",
                    help="also run `asv publish` into OUT/asv (needs --repo)")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.cli import options
 from harness.cli.common import HISTORY_DIR, LOCAL_DIR, device_kind, warn
+from harness.cli.options import subject_timeout
 from harness.errors import HarnessError, Interrupted
 from harness.matrix import TIERS
 from harness.report.tables import console, table
@@ -46,7 +47,7 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("revisions", nargs="*", metavar="REVISION", type=options.revision,
                    help="commits of --repo: revision expressions or A..B ranges (oldest first)")
-    p.add_argument("--repo", type=Path, help="the spyre-inference git repository")
+    p.add_argument("--repo", type=options.path, help="the spyre-inference git repository")
     p.add_argument("--branch", type=options.revision,
                    help="the branch ASV follows (default: the checkout's current "
                                     "branch); a warning says when no measured commit is on it")
@@ -55,7 +56,7 @@ def register(sub) -> None:
                         "default %(default)s)")
     p.add_argument("--tier", choices=sorted(TIERS), default="quick",
                    help="quick (PR) or full (nightly) matrix (default %(default)s)")
-    p.add_argument("--results-dir", type=Path,
+    p.add_argument("--results-dir", type=options.path,
                    help=f"where results go (default {HISTORY_DIR})")
     p.add_argument("--machine", default=default_machine_name(),
                    help="ASV machine name (default: this host's name, %(default)s)")
@@ -74,7 +75,8 @@ def register(sub) -> None:
                    help="skip the closing comparison of the first and last target")
     p.add_argument("--fail-on", default=",".join(RUN_FAIL_ON), metavar="WHAT,..",
                    help="what in the closing comparison exits 1, as in `compare --fail-on` "
-                        "(wrong, lost, exact, regression, incomparable; default %(default)s: the "
+                        "(wrong, lost, exact, regression, variants, incomparable; default "
+                        "%(default)s: the "
                         "comparison of a run is for reading, `compare` is the gate)")
     from harness.outputs import checked_stdout
     p.set_defaults(run=checked_stdout(run))
@@ -85,6 +87,7 @@ def run(args) -> int:
     from harness.runner.asv_suite import Options, run_targets
     from harness.runner.targets import commit_targets, reference_targets
 
+    subject_timeout(args)     # a bad $SPYRE_BENCH_SUBJECT_TIMEOUT: said before any work
     fail_on = {f for f in args.fail_on.split(",") if f}
     if fail_on - set(FAIL_ON):
         raise HarnessError(f"--fail-on: unknown {sorted(fail_on - set(FAIL_ON))}; known: "
@@ -143,9 +146,7 @@ def run(args) -> int:
         failed = [r.target.label for r in reports if r.failed_groups]
         if not failed and not counts["ok"]:
             # every figure skipped: stored (the skips are history too), but never a pass
-            raise HarnessError(
-                f"nothing measured: all {counts['skipped']:,} figures of {len(reports)} "
-                f"target(s) skipped; first reason: {_first_skip(reports)}")
+            raise HarnessError(_nothing_measured(counts, reports, results_dir))
         code = 1 if failed else 0
         flagged = ""
         if compared and not args.no_compare:
@@ -232,14 +233,24 @@ def _summary(out, reports, results_dir: Path) -> dict:
     return total
 
 
-def _first_skip(reports) -> str:
+def _nothing_measured(counts: dict, reports, results_dir: Path) -> str:
+    """Why a run measured nothing, as the stored results say (never a count of zero skips)."""
+    logs = f"(log {reports[0].log})" if len(reports) == 1 else "(their logs above)"
+    if not counts["skipped"]:
+        return (f"nothing measured: no figure of the {len(reports)} target(s) is stored in "
+                f"{results_dir} {logs}")
+    return (f"nothing measured: all {counts['skipped']:,} figures of {len(reports)} target(s) "
+            f"skipped; first reason: {_first_skip(reports) or 'not recorded ' + logs}")
+
+
+def _first_skip(reports) -> str | None:
     from harness.store import identity
     for r in reports:
         found = identity.read(r.results_file) if r.results_file else None
         for entry in (found.skipped if found else []):
             if entry.get("reason"):
                 return entry["reason"]
-    return "none recorded"
+    return None
 
 
 def _compare(out, results_dir: Path, base, head, options, fail_on: set[str]) -> str:
@@ -294,15 +305,5 @@ def _time_interleaved(out, comparison, base, head, options) -> None:
 
 
 def _flag_text(doc: dict, fail_on: set[str]) -> str:
-    from harness.analyze.expected import unacknowledged
-    parts = []
-    if "wrong" in fail_on and doc["mismatches"]:
-        parts.append(f"{len(doc['mismatches'])} wrong kernel output(s)")
-    if "lost" in fail_on and doc["lost"]:
-        parts.append(f"{len(doc['lost'])} lost figure(s)")
-    if "exact" in fail_on and unacknowledged(doc):
-        parts.append(f"{unacknowledged(doc)} exact change(s)")
-    regressions = sum(t["verdict"]["kind"] == "regression" for t in doc["timings"])
-    if "regression" in fail_on and regressions:
-        parts.append(f"{regressions} timing regression(s)")
-    return ", ".join(parts) or "a flagged finding"
+    from harness.report.verdict import flagged
+    return ", ".join(flagged(doc, fail_on)) or "a flagged finding"

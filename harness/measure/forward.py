@@ -23,7 +23,8 @@ import torch._dynamo
 
 from harness.errors import HarnessError, SubjectRaised
 from harness.matrix import Case
-from harness.measure.oracle import TOLERANCES, KernelMismatch, attention, compare
+from harness.measure.guard import guard_workload
+from harness.measure.oracle import TOLERANCES, KernelMismatch, check_live
 from harness.measure.shape_timing import (
     budget_record,
     sampling,
@@ -33,30 +34,33 @@ from harness.measure.shape_timing import (
 )
 from harness.measure.timing import Budget, TimedLayer, measure
 from harness.subjects.spyre.drive.errors import KernelRaised
-from harness.subjects.spyre.drive.live import live_step, run_forward
+from harness.subjects.spyre.drive.live import kv_grid, live_step, reached_keys, run_forward
 from harness.workloads import Workload
 
 
-def check_output(live, output, scale: float, dtype) -> float:
-    """Every real row against the oracle; the largest absolute error, or KernelMismatch."""
-    worst, start = 0.0, 0
-    out = output.to("cpu", torch.float64)
-    query = live.query.to("cpu", torch.float64)
-    for i, s in enumerate(live.step):
-        rows = slice(start, start + s.query_len)
-        start += s.query_len
-        positions = torch.arange(s.seq_len - s.query_len, s.seq_len)
-        expected = attention(query[rows], live.keys[i].double(), live.values[i].double(),
-                             positions, scale, 0.0)
-        result = compare(out[rows], expected, dtype, TOLERANCES[dtype])
-        if not result.ok:
-            raise KernelMismatch(
-                f"sequence {i} (seq_len {s.seq_len}, query_len {s.query_len}): forward output "
-                f"differs from the oracle: max abs error {result.max_abs_error:.3g} (allowed "
-                f"{result.atol:g} + {result.rtol:g}*|ref|, worst element at "
-                f"{result.worst_ratio:.3g}x its allowance)")
-        worst = max(worst, result.max_abs_error)
-    return worst
+def oracle_basis(session) -> str:
+    """What every output row is held to, in words (the row states it): the model dtype's
+    tolerance, and for a K/V cache coarser than the model (FP8) the grid K/V are drawn on."""
+    dtype = getattr(torch, session.config.dtype)
+    atol, rtol = TOLERANCES[dtype]
+    said = f"{session.config.dtype}: |out - ref| <= {atol:g} + {rtol:g}*|ref|"
+    grid = kv_grid(session)
+    if grid is not None:
+        said += (f"; K/V drawn on the {str(grid).removeprefix('torch.')} grid of the "
+                 f"{session.config.kv_cache_dtype} cache, which stores them exactly at scale 1")
+    return said
+
+
+def check_path(session, live, cost, where: str) -> None:
+    """The live forward takes the path the step's exact figures say (its keys), or a
+    HarnessError: a timing of another path must not stand under this one's label."""
+    run_forward(session, live)
+    reached = reached_keys(session, live)
+    if sorted(reached) != sorted(cost.keys):
+        raise HarnessError(
+            f"{where}: the live forward reached {' '.join(map(str, reached))}, its exact figures "
+            f"say {' '.join(map(str, cost.keys))} (the live K/V cache has "
+            f"{int(live.kv_cache[0].shape[0])} pages)")
 
 
 def _shapes(costs) -> dict[tuple, list[int]]:
@@ -85,6 +89,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
     for proxy in session.proxies:
         counters[proxy.fn.__name__] = counter = CompileCounterWithBackend(options.backend)
         proxy.target = torch.compile(proxy.fn, backend=counter, dynamic=False)
+        proxy.widen_indices()
     keys = {k for step in costs.steps for k in step.keys}
     c = session.config
     errors = []
@@ -94,7 +99,7 @@ def count_forward_graphs(session, subject, workload: Workload, costs, options) -
             for i, step in enumerate(workload.steps):
                 live = live_step(session, step, options.device.torch_device,
                                  options.seed + i)
-                errors.append(check_output(live, run_forward(session, live),
+                errors.append(check_live(live, run_forward(session, live),
                                            c.head_size ** -0.5, getattr(torch, c.dtype)))
     finally:
         for proxy in session.proxies:
@@ -148,11 +153,12 @@ def time_forward(session, workload: Workload, costs, options, progress) -> dict:
         step, cost = workload.steps[first], costs.steps[first]
         progress(f"{workload.name}: {shape_label(shape)} (forward)")
         live = live_step(session, step, options.device.torch_device, options.seed + first)
+        check_path(session, live, cost, workload.origin(first))
         errors = []
         samples = measure(options.device, lambda: run_forward(session, live),
                           repeat=options.repeat, warmup=options.warmup, number=options.number,
                           min_sample_s=options.min_sample_s,
-                          check=lambda out: errors.append(check_output(live, out, scale,
+                          check=lambda out: errors.append(check_live(live, out, scale,
                                                                        dtype)),
                           budget_s=budget.left())
         s = samples.summary(options.unstable_threshold)
@@ -187,10 +193,15 @@ def measure_forward(subject, case: Case, workload: Workload, options, progress) 
         if isinstance(costs, HarnessError):
             raise costs
         with subject.builder_session(case.config, case.overrides) as session:
+            out["oracle"] = oracle_basis(session)
             if options.graphs:
                 progress(f"{workload.name}: compiled graphs (forward)")
                 out["graphs"] = count_forward_graphs(session, subject, workload, costs,
                                                      options)
+                if session.compile_guard is not None:
+                    progress(f"{workload.name}: under the commit's compile guard")
+                    out["graphs"]["compile_guard"] = guard_workload(session, subject, workload,
+                                                                    costs, options)
             if options.time:
                 out["timing"] = time_forward(session, workload, costs, options, progress)
     except KernelMismatch as exc:
@@ -231,7 +242,7 @@ class PreparedForward(TimedLayer):
 
     def check(self, outputs=None) -> None:
         try:
-            check_output(self.live, outputs if outputs is not None else self.run_layer(),
+            check_live(self.live, outputs if outputs is not None else self.run_layer(),
                          self.scale, self.dtype)
         except KernelRaised as exc:
             raise KernelMismatch(f"the kernel {exc}") from None
@@ -254,3 +265,23 @@ def graph_counts(subject, case: Case, workload: Workload, device,
                               seed=0)
     with subject.builder_session(case.config, case.overrides) as session:
         return count_forward_graphs(session, subject, workload, costs, options)
+
+
+def guard_counts(subject, case: Case, workload: Workload, device,
+                 recompile_limit: int | None = None) -> dict:
+    """guard_workload for one case, opening and closing the subject's load; CapabilityMissing
+    where the commit has no compile guard."""
+    from types import SimpleNamespace
+
+    from harness.errors import CapabilityMissing
+
+    (costs,) = subject.workload_costs(case.config, case.overrides, [workload])
+    if isinstance(costs, HarnessError):
+        raise costs
+    options = SimpleNamespace(backend="eager", recompile_limit=recompile_limit, device=device,
+                              seed=0)
+    with subject.builder_session(case.config, case.overrides) as session:
+        if session.compile_guard is None:
+            raise CapabilityMissing(f"{subject.origin} has no compile guard "
+                                    "(v1/worker/compile_guard.py loaded by its backend)")
+        return guard_workload(session, subject, workload, costs, options)

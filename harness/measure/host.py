@@ -137,7 +137,7 @@ class HostSide:
             metadata, _ = s.build(step, step_seed(step))
             query, cache, output = s.placeholders(step, cache)
             s.forward(metadata, query, cache, output)
-            replies = [(p, [p.reply(c.args) for c in p.calls]) for p in s.proxies if p.calls]
+            replies = [(p, [p.recorded(c.args) for c in p.calls]) for p in s.proxies if p.calls]
             s.release()
             out.append((step, cm, (query, cache, output, replies)))
         if self.probe.kind == "forward":

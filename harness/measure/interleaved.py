@@ -51,6 +51,8 @@ class KernelRun:
     factor: float | None = None
     #: The most cores other processes used while any probe was timed.
     busiest_cores: float = 0.0
+    #: Per side with a compile guard: its figures on harness.measure.guard's workload.
+    guards: list[dict] = field(default_factory=list)
 
 
 def _prepare_sides(run: KernelRun, probe, base: Subject, head: Subject, dev):
@@ -114,7 +116,7 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
     dev.prepare(torch_threads())
     run = KernelRun(dev.name)
     checked = matched = 0
-    for probe in probes.TIERS[tier]:
+    for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
         sides = _prepare_sides(run, probe, base, head, dev)
         if sides is not None or len(run.mismatches) > before:
@@ -122,7 +124,41 @@ def check_kernels(base: Subject, head: Subject, tier: str = "quick",
             matched += sides is not None
         _close(sides)
     run.oracle = (matched, checked)
+    _guards(run, base, head, dev)
     return run
+
+
+def _guards(run: KernelRun, base: Subject, head: Subject, dev) -> None:
+    """Each side's own compile guard beside spyre-bench's late compiles, on the guard's workload
+    (harness.measure.guard); a side without a guard (or that cannot run it) has none."""
+    from harness.config import EngineConfig
+    from harness.matrix import Case, override_set
+    from harness.measure.kernel_figures import measure_workload
+    from harness.measure.settings import (
+        GUARD_CONFIG,
+        GUARD_OVERRIDES,
+        GUARD_STEPS,
+        GUARD_WORKLOAD,
+        KernelOptions,
+    )
+    from harness.workloads import WorkloadSpec
+
+    config = EngineConfig(**GUARD_CONFIG)
+    case = Case(config, override_set(GUARD_OVERRIDES), GUARD_OVERRIDES)
+    spec = WorkloadSpec(GUARD_WORKLOAD, mix=GUARD_WORKLOAD, steps=GUARD_STEPS)
+    options = KernelOptions(device=dev, time=False)
+    for side, subject in (("base", base), ("head", head)):
+        if not {"forward", "compile_guard"} <= subject.capabilities:
+            continue
+        row = measure_workload(subject, case, spec, options)
+        found = (row.get("graphs") or {}).get("compile_guard")
+        if found is not None:
+            run.guards.append({"side": side, "workload": GUARD_WORKLOAD,
+                               **{k: found[k] for k in GUARD_FIELDS}})
+
+
+#: What a comparison keeps of each side's guard figures.
+GUARD_FIELDS = ("level", "violations", "late_compiles", "model_late", "agrees", "finding")
 
 
 def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str = "auto",
@@ -145,7 +181,7 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     cpus = placement.timing_cpus(torch_threads())
     pinned = False
     checked = matched = 0
-    for probe in probes.TIERS[tier]:
+    for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
         sides = _prepare_sides(run, probe, base, head, dev)
         if sides is None:
@@ -175,4 +211,5 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
         run.notes.append(f"both sides' workers pinned to CPU {placement.describe(cpus)} while "
                          "timed (a process's own core is otherwise a bias of its own)")
     run.oracle = (matched, checked)
+    _guards(run, base, head, dev)
     return run

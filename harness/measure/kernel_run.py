@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
+from harness.lifeline import hold
 from harness.matrix import Case
 from harness.workloads import WorkloadSpec
 
@@ -116,9 +117,11 @@ def _subject_timeout() -> float:
 
 
 def _start() -> None:
-    """A counting process dies of an interrupt quietly (its parent says what happened), and
-    has torch and Dynamo loaded and warm before its first config arrives."""
+    """A counting process dies of an interrupt quietly (its parent says what happened), ends
+    with its parent (harness.lifeline), and has torch and Dynamo loaded and warm before its
+    first config arrives."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    hold()
     import torch
 
     import harness.measure.kernel_figures  # noqa: F401 - imported once, before any work

@@ -141,3 +141,27 @@ def check_call(call, output, tolerance=None) -> Check:
 
 def check_step(step_calls, outputs, tolerance=None) -> list[Check]:
     return [check_call(c, o, tolerance) for c, o in zip(step_calls.calls, outputs)]
+
+
+def check_live(live, output, scale: float, dtype) -> float:
+    """Every real row of a live step's forward output (``live``: a
+    :class:`harness.subjects.spyre.drive.live.LiveStep`, its dense K/V kept per sequence) against
+    the oracle; the largest absolute error, or KernelMismatch."""
+    worst, start = 0.0, 0
+    out = output.to("cpu", torch.float64)
+    query = live.query.to("cpu", torch.float64)
+    for i, s in enumerate(live.step):
+        rows = slice(start, start + s.query_len)
+        start += s.query_len
+        positions = torch.arange(s.seq_len - s.query_len, s.seq_len)
+        expected = attention(query[rows], live.keys[i].double(), live.values[i].double(),
+                             positions, scale, 0.0)
+        result = compare(out[rows], expected, dtype, TOLERANCES[dtype])
+        if not result.ok:
+            raise KernelMismatch(
+                f"sequence {i} (seq_len {s.seq_len}, query_len {s.query_len}): forward output "
+                f"differs from the oracle: max abs error {result.max_abs_error:.3g} (allowed "
+                f"{result.atol:g} + {result.rtol:g}*|ref|, worst element at "
+                f"{result.worst_ratio:.3g}x its allowance)")
+        worst = max(worst, result.max_abs_error)
+    return worst

@@ -8,56 +8,32 @@ ASV suite (benchmarks/kernel.py) and the pytest-benchmark microbenchmarks.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from harness.config import BATCHED_DECODE, EngineConfig, Overrides
+from harness.config import BATCHED_DECODE, Overrides
 from harness.errors import HarnessError
 from harness.generations import Generation
 from harness.measure.inputs import StepCalls, Workspace, check_generation
 from harness.measure.oracle import check_step
+from harness.measure.probe_set import (  # noqa: F401  (the table, re-exported)
+    FULL,
+    KV_ABOVE,
+    NOTES,
+    ON,
+    PATH_PROBES,
+    QUICK,
+    REVIEW,
+    SMALL,
+    SMALL_FORWARD,
+    TIERS,
+    Probe,
+    for_subjects,
+)
 from harness.measure.timing import TimedLayer
 from harness.subjects.base import Subject
 from harness.subjects.reference.kernels import attend_sequence
 from harness.worker import is_worker
 from harness.workloads import parse_step
-
-#: Small shapes: cheap enough for every PR run and the default test run.
-SMALL = dict(block_size=64, max_model_len=512, max_num_seqs=8, max_num_batched_tokens=512,
-             num_kv_heads=2, queries_per_kv=2, head_size=32, num_layers=4)
-#: The standard microbenchmark: 4 sequences, 16 blocks of 128, KV 8, QPKV 4, D 128, 40 layers.
-NOTES = dict(block_size=128, max_model_len=2048, num_kv_heads=8, queries_per_kv=4,
-             head_size=128, num_layers=40)
-#: The #810 review's example: block_size 64, max_model_len 2048.
-REVIEW = dict(NOTES, block_size=64)
-ON = {BATCHED_DECODE: "1"}
-KV_ABOVE = {**ON, "SPYRE_ATTN_KV_BUCKETS": "128,8192"}
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    config: dict
-    step: str
-    env: dict = field(default_factory=lambda: dict(ON))
-    #: Force the per-sequence path for the same batch (the baseline batching must beat).
-    per_sequence: bool = False
-
-    def engine_config(self) -> EngineConfig:
-        return EngineConfig(**self.config)
-
-
-QUICK = (
-    Probe("small-4x8", SMALL, "512,512,512,512"),
-    Probe("small-4x8-per-seq", SMALL, "512,512,512,512", per_sequence=True),
-    Probe("notes-4x16", NOTES, "2048,2048,2048,2048"),
-    Probe("review-4x3-kv-above", REVIEW, "150,150,150,150", env=KV_ABOVE),
-)
-FULL = QUICK + (
-    Probe("notes-4x16-per-seq", NOTES, "2048,2048,2048,2048", per_sequence=True),
-    Probe("review-4x3", REVIEW, "150,150,150,150"),
-    Probe("notes-16x16", dict(NOTES, max_num_seqs=16), ",".join(["2048"] * 16)),
-)
-TIERS = {"quick": QUICK, "full": FULL, "tiny": (QUICK[0], QUICK[3])}
 
 
 class ProbeSkipped(HarnessError):
@@ -111,12 +87,17 @@ def prepare(probe: Probe, subject: Subject, device) -> Prepared:
 
 def _prepare_forward(probe: Probe, subject: Subject, device):
     """The probe through the subject's own builder and forward (kernels of any convention); the
-    per-sequence baseline is the same batch with batched decode off."""
+    per-sequence baseline is the same batch with batched decode off (said: a commit's own
+    default may be on)."""
     from harness.measure.forward import PreparedForward
 
     env = dict(probe.env)
     if probe.per_sequence:
-        env.pop(BATCHED_DECODE, None)
-    return PreparedForward(subject, probe.engine_config(), Overrides.from_env(env),
+        env[BATCHED_DECODE] = "0"
+    overrides = Overrides.from_env(env)
+    unknown = subject.unknown_knobs(overrides)
+    if unknown:   # it would run its default path under this probe's name
+        raise ProbeSkipped(f"{subject.origin} has no knob {', '.join(unknown)}")
+    return PreparedForward(subject, probe.engine_config(), overrides,
                            parse_step(probe.step, probe.name), device)
 

@@ -21,6 +21,13 @@ DEFAULT_MAX_CACHE_BYTES = 8 << 30
 #: step shapes are timed most frequent first, each with the samples that fit (at least
 #: timing.MIN_SAMPLES), and none starts once the budget is spent (the first always does).
 FIRST_LOOK_BUDGET_S = 1.0
+#: Where the commit's own compile guard is run for ASV (kernel.Guard) and by ``compare``
+#: (harness.measure.guard): a small engine the newest backends take, four steps of a decode mix,
+#: on the commit's default path.
+GUARD_CONFIG = dict(block_size=64, max_model_len=512, max_num_seqs=8,
+                    max_num_batched_tokens=512, num_kv_heads=2, queries_per_kv=2,
+                    head_size=64, num_layers=4)
+GUARD_WORKLOAD, GUARD_STEPS, GUARD_OVERRIDES = "four-3-block-decodes", 4, "none"
 
 
 @dataclass(frozen=True)

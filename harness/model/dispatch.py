@@ -43,9 +43,13 @@ class Dispatch:
     num_chunks: int | None = None
     #: (padded num_blocks, query bucket) of every sequence on the per-sequence path.
     per_sequence: tuple[tuple[int, int], ...] = ()
+    #: Sequences a jagged-attention plan served (the commit's builder packs the whole step).
+    jagged: int = 0
 
     @property
     def path(self) -> str:
+        if self.jagged:
+            return "jagged"
         if not self.batched:
             return "per-sequence"
         return "batched" if not self.per_sequence else "mixed"
@@ -58,7 +62,7 @@ class ModelError(HarnessError):
 def _batched_candidates(bucketing: Bucketing, step: Step) -> tuple[int, str | None]:
     """How many leading sequences may go batched, or 0 and the reason none can."""
     if not bucketing.batched_enabled:
-        return 0, "SPYRE_BATCHED_DECODE off"
+        return 0, bucketing.batched_declined or "SPYRE_BATCHED_DECODE off"
     decodes = next((i for i, s in enumerate(step) if not s.is_decode), len(step))
     if decodes < len(step) and not bucketing.decode_prefix_batched:
         return 0, f"{len(step) - decodes} prefill sequence(s) in the batch"

@@ -51,6 +51,7 @@ class ConfigSummary:
             "dead_variants": len(self.dead_variants),
             "dead_variant_keys": [str(k) for k in self.dead_variants],
             "notes": list(b.notes),
+            **({"batched_declined": b.batched_declined} if b.batched_declined else {}),
         }
 
 

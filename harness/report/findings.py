@@ -16,7 +16,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
-from harness.config import BATCHED_DECODE
+from harness.analyze.tradeoff import (
+    COSTS,
+    GRAPH_FIGURES,
+    KV_LADDERS,
+    Change,
+    change_over,
+    distance_text,
+)
+from harness.config import BATCHED_DECODE, is_default_env
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
 from harness.registry import label_of
@@ -34,15 +42,21 @@ PART_LABEL = {"bucketer": "bucketer", "builder": "builder", "kernel": "kernels",
               "env": "env parsing", "other": "other modules"}
 #: Per deployment config: compiled graphs the batched ladder implies.
 COMPILES = "batched_num_blocks_distinct"
-ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "improvement": "🟢", "change": "🟡",
-         "acknowledged": "✅", "info": "ℹ️"}
+ICONS = {"failed": "❌", "wrong": "❌", "lost": "❌", "regression": "🔴", "trade-off": "⚖️",
+         "improvement": "🟢", "change": "🟡", "acknowledged": "✅", "info": "ℹ️"}
+#: Rank of each kind of finding (default config first, then under an override: one more).
+ORDER = {"regression": 2, "trade-off": 4, "improvement": 6, "change": 8, "acknowledged": 9}
 
 
 @dataclass
 class Finding:
-    kind: str           # failed, wrong, lost, regression, improvement, change, acknowledged, info
+    kind: str           # failed, wrong, lost, regression, trade-off, improvement, change,
+    #                     acknowledged, info
     text: str           # plain text; escape before putting it into markdown
     rank: tuple = ()
+    #: The document's items (changes, effects, timings) it states: where and under which env
+    #: its text says they are.
+    items: list[dict] = field(default_factory=list)
 
     @property
     def icon(self) -> str:
@@ -61,15 +75,33 @@ class _Group:
 
 def config_key(params: dict) -> tuple:
     return (params.get("block_size"), params.get("max_model_len"), params.get("max_num_seqs"),
-            params.get("overrides"))
+            params.get("overrides"), params.get("probe"), params.get("sliding_window"),
+            params.get("preset"), params.get("spec_tokens"))
+
+
+def _where(params: dict) -> tuple:
+    """The config an item is at, whatever its env: sizes, kernel probe, window, model shape,
+    speculative tokens."""
+    key = config_key(params)
+    return key[:3] + key[4:]
+
+
+def env_name(params: dict):
+    """The env an item was measured under: its override set's name, or its kernel probe's."""
+    return params.get("overrides", params.get("probe"))
+
+
+def _envs(doc: dict) -> dict[str, dict]:
+    """Env name -> its variables in full: the override sets, then the kernel probes."""
+    return {**doc["envs"], **{name: p["env"] for name, p in doc.get("probes", {}).items()}}
 
 
 def is_default(doc: dict, overrides) -> bool:
     """No env override beyond the batched-decode switch (unknown sets count as overrides)."""
-    env = doc["envs"].get(overrides)
+    env = _envs(doc).get(overrides)
     if env is None:
         return overrides in ("none", "batched", None)
-    return not (set(env) - {BATCHED_DECODE})
+    return is_default_env(env)
 
 
 def env_text(doc: dict, names: list[str]) -> str:
@@ -78,7 +110,7 @@ def env_text(doc: dict, names: list[str]) -> str:
         return "default config (no env override)"
     parts = []
     for n in names:
-        env = doc["envs"].get(n)
+        env = _envs(doc).get(n)
         if env is None:
             parts.append(f"env {n}")
         else:
@@ -137,10 +169,11 @@ def _log_factor(e: dict) -> float:
     return abs(math.log(h / b))
 
 
-def _config_text(params: dict, skip=("overrides",)) -> str:
-    names = {"block_size": "block_size", "max_model_len": "max_model_len",
-             "max_num_seqs": "max_num_seqs", "workload": "workload"}
-    return ", ".join(f"{names.get(k, k)} {v}" for k, v in params.items() if k not in skip)
+def _place_text(doc: dict, params: dict) -> str:
+    """Where a figure is, in full: its config (a kernel probe's spelled out) and its env."""
+    where = _fields(doc, params, [k for k in params if k != "overrides"])
+    env = env_text(doc, [env_name(params)])
+    return f"{where}, {env}" if where else env
 
 
 # -- grouping ----------------------------------------------------------------------------------
@@ -149,14 +182,14 @@ def _groups(doc: dict) -> list[_Group]:
     """Ladder changes by (axis, env); envs with identical changes merged; effects attached."""
     by: dict[tuple, list[dict]] = defaultdict(list)
     for ld in doc["ladders"]:
-        env = ld["params"].get("overrides")
+        env = env_name(ld["params"])
         by[(ld["axis"], "default" if is_default(doc, env) else env)].append(ld)
     merged: dict[tuple, _Group] = {}
     for (axis, _cls), items in by.items():
         shape = frozenset((ld["params"].get("block_size"), ld["params"].get("max_model_len"),
                            ld["params"].get("max_num_seqs"), tuple(ld["base"] or ()),
                            tuple(ld["head"] or ())) for ld in items)
-        envs = list(dict.fromkeys(ld["params"].get("overrides") for ld in items))
+        envs = list(dict.fromkeys(env_name(ld["params"]) for ld in items))
         if (axis, shape) in merged:
             merged[(axis, shape)].envs += envs
             merged[(axis, shape)].changes += items
@@ -174,15 +207,34 @@ def _groups(doc: dict) -> list[_Group]:
         if g is not None:
             g.effects.append(e)
         else:
-            env = e["params"].get("overrides")
+            env = env_name(e["params"])
             loose["default" if is_default(doc, env) else str(env)].append(e)
     for cls, effects in loose.items():
-        envs = list(dict.fromkeys(e["params"].get("overrides") for e in effects))
+        envs = list(dict.fromkeys(env_name(e["params"]) for e in effects))
         groups.append(_Group("", envs, [], effects))
     return groups
 
 
+def ladder_change(g: _Group) -> Change:
+    """What a group's ladder change did to compiled graphs (per config) and to the per-step
+    costs (per config and workload), from every figure the comparison found changed."""
+    graphs: dict[tuple, int] = defaultdict(int)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for e in g.effects:
+        if e["base"] is None or e["head"] is None:
+            continue
+        if e["metric"] in GRAPH_FIGURES and "workload" not in e["params"]:
+            graphs[config_key(e["params"])] += e["head"] - e["base"]
+        elif e["metric"] in COSTS and e["base"]:
+            ratios[e["metric"]].append(e["head"] / e["base"])
+    return change_over(list(graphs.values()), dict(ratios))
+
+
 def _kind(g: _Group) -> str:
+    if g.changes and not all(i.get("acknowledged") for i in g.changes + g.effects):
+        kind = ladder_change(g).kind     # a ladder change: what it bought for what
+        if kind != "change":
+            return kind
     worse = any(e["base"] is not None and e["head"] is not None and e["head"] > e["base"]
                 for e in g.effects)
     better = any(e["base"] is not None and e["head"] is not None and e["head"] < e["base"]
@@ -193,13 +245,26 @@ def _kind(g: _Group) -> str:
     return "regression" if worse else "improvement" if better else "change"
 
 
-_FULL = {"block_size": "block_size", "max_model_len": "max_model_len",
-         "max_num_seqs": "max_num_seqs", "workload": "workload"}
-_FIELDS = ("block_size", "max_model_len", "max_num_seqs")
+_FULL = {"spec_tokens": "speculative tokens"}
+_FIELDS = ("preset", "block_size", "max_model_len", "max_num_seqs", "spec_tokens", "probe")
 
 
-def _fields(params: dict, names) -> str:
-    return ", ".join(f"{_FULL.get(k, k)} {params[k]}" for k in names if k in params)
+def _fields(doc: dict, params: dict, names) -> str:
+    """``block_size 64, max_model_len 2048``; a kernel probe with what it is, as the document
+    says (``probe review-4x3-kv-above (block_size 64, max_model_len 2048, step 150,150,150,150)``)."""
+    return ", ".join(_probe_text(doc, params[k]) if k == "probe"
+                     else f"{_FULL.get(k, k)} {params[k]}"
+                     for k in names if k in params)
+
+
+def _probe_text(doc: dict, name) -> str:
+    probe = doc.get("probes", {}).get(name)
+    if probe is None:
+        return f"probe {name}"
+    what = [f"{k} {v}" for k, v in probe["config"].items()] + [f"step {probe['step']}"]
+    if probe["per_sequence"]:
+        what.append("per-sequence path")
+    return f"probe {name} ({', '.join(what)})"
 
 
 def _group_text(doc: dict, g: _Group, kind: str) -> str:
@@ -207,27 +272,31 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     every = len(g.envs) > 1 and set(g.envs) >= set(doc["envs"]) and doc["envs"]
     where = ("every env compared" if every else env_text(doc, g.envs))
     items = g.changes + g.effects
-    configs = {config_key(x["params"])[:3] for x in items}
+    configs = {_where(x["params"]) for x in items}
     fixed = [k for k in _FIELDS if len({x["params"].get(k) for x in items}) == 1]
     varying = [k for k in _FIELDS if k not in fixed]
-    what = {"regression": "regression", "improvement": "improvement", "change": "change",
-            "acknowledged": "acknowledged change"}[kind]
+    what = {"regression": "regression", "trade-off": "trade-off", "improvement": "improvement",
+            "change": "change", "acknowledged": "acknowledged change"}[kind]
     sample = items[0]["params"]
-    at = f" at {_fields(sample, fixed)}" if fixed else ""
+    at = _fields(doc, sample, fixed)
+    at = f" at {at}" if at else ""
     head = (f"{what} in the {where}" if default and not every else f"{what} in {where}"
             if every else f"{what} under {where}") + at + f" × {len(configs)} configs"
     parts = []
+    moved = ladder_change(g).text() if g.changes else ""
+    if moved and kind in ("regression", "trade-off", "improvement"):
+        parts.append(moved)
     workload_effects = [e for e in g.effects if e["params"].get("workload") is not None]
     pool = [e for e in workload_effects if (e["head"] or 0) > (e["base"] or 0)] \
         if kind == "regression" else workload_effects
     worst = max(pool or g.effects, key=_log_factor, default=None)
     if g.changes:
         seen, shown = set(), []
-        for ld in sorted(g.changes, key=lambda ld: _order(config_key(ld["params"])[:3])):
-            key = config_key(ld["params"])[:3]
+        for ld in sorted(g.changes, key=lambda ld: _order(_where(ld["params"]))):
+            key = _where(ld["params"])
             if key not in seen:
                 seen.add(key)
-                shown.append(f"{_fields(ld['params'], varying)} "
+                shown.append(f"{_fields(doc, ld['params'], varying)} "
                              f"{ladder(ld['base'])} → {ladder(ld['head'])}".strip())
         parts.append(f"{AXIS_LABEL.get(g.axis, g.axis)} ladder " + "; ".join(shown[:4])
                      + ("; …" if len(shown) > 4 else ""))
@@ -237,6 +306,7 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     credit = _credit(doc, g)
     if credit:
         parts.append(credit)
+    parts += _placed(doc, g, varying)
     if worst is not None:
         same = [e for e in g.effects if e["params"] == worst["params"]]
         effects = [f"{label(m)} {change_with_factor(e['base'], e['head'], unit(m))}"
@@ -244,17 +314,41 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
                    for m in EFFECTS for e in same if e["metric"] == m] or [
             f"{label(worst['metric'])} "
             f"{change_with_factor(worst['base'], worst['head'], unit(worst['metric']))}"]
-        place = _fields(worst["params"], varying + ["workload"])
+        place = _fields(doc, worst["params"], varying + ["workload"])
         parts.append("largest: " + "; ".join(effects) + (f" ({place})" if place else ""))
     compiles = sorted((e for e in g.effects if e["metric"] == COMPILES),
-                      key=lambda e: _order(config_key(e["params"])[:3]))
+                      key=lambda e: _order(_where(e["params"])))
     if compiles:
         per = list(dict.fromkeys(
-            f"{_fields(e['params'], varying) or 'each config'} {_fewer(e['base'], e['head'])}"
+            f"{_fields(doc, e['params'], varying) or 'each config'} {_fewer(e['base'], e['head'])}"
             for e in compiles))
         parts.append("compiled batched graphs per num_seqs bucket: " + "; ".join(per[:4])
                      + ("; …" if len(per) > 4 else ""))
     return f"{head}: " + ". ".join(parts) + _directions(g.effects)
+
+
+def _placed(doc: dict, g: _Group, varying: list[str]) -> list[str]:
+    """Each side's distance from the head's frontier, where the comparison placed the group's
+    ladders (harness.analyze.frontier_compare): at one config per block size."""
+    if g.axis not in KV_LADDERS or not g.effects:
+        return []
+    configs = {config_key(ld["params"]) for ld in g.changes}
+    out = []
+    for entry in doc.get("frontier", []):
+        if config_key(entry["params"]) not in configs:
+            continue
+        at = _fields(doc, entry["params"], [k for k in varying if k in entry["params"]])
+        where = f" at {at}" if at else ""
+        if entry.get("skipped") or not entry.get("sides"):
+            out.append(f"not placed on the head's frontier{where}: {entry.get('skipped')}")
+            continue
+        over = "every mix compared" if entry["workload"] == "every-mix" else \
+            f"workload {entry['workload']}"
+        sides = [distance_text(f"the {who}", s["ladder"], s["graphs"], s["excess_padding"],
+                               s["best"]["ladder"], s["best"]["graphs"])
+                 for who in ("base", "head") if (s := entry["sides"].get(who))]
+        out.append(f"on the head's frontier{where} (its code, {over}): " + "; ".join(sides))
+    return out
 
 
 def _credit(doc: dict, g: _Group) -> str | None:
@@ -329,7 +423,8 @@ def _unchanged_default(doc: dict) -> Finding | None:
     """Default configs whose batched num_blocks ladder did not move: 0 fewer compiles there."""
     moved = {config_key(x["params"]) for x in doc["ladders"] if x["axis"] == "batched_num_blocks"}
     moved |= {config_key(x["params"]) for x in doc["exact_changed"] if x["metric"] == COMPILES}
-    default = [c for c in doc["configs"] if is_default(doc, c.get("overrides"))]
+    default = [c for c in doc["configs"] if c.get("block_size") is not None
+               and is_default(doc, c.get("overrides"))]
     if not default or not (doc["ladders"] or doc["exact_changed"]):
         return None
     touched = {c.get("block_size") for c in default if config_key(c) in moved}
@@ -402,11 +497,12 @@ def findings(doc: dict) -> list[Finding]:
     for g in _groups(doc):
         kind = _kind(g)
         default = all(is_default(doc, n) for n in g.envs)
-        order = {"regression": 2, "improvement": 4, "change": 6, "acknowledged": 7}[kind]
-        if kind in ("regression", "improvement") and not default:
+        order = ORDER[kind]
+        if kind in ("regression", "trade-off", "improvement") and not default:
             order += 1
         worst = max((_log_factor(e) for e in g.effects), default=0.0)
-        out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis)))
+        out.append(Finding(kind, _group_text(doc, g, kind), (order, -worst, g.axis),
+                           g.changes + g.effects))
     for t in doc["timings"]:
         v = t["verdict"]
         if v["kind"] not in ("regression", "improvement"):
@@ -419,19 +515,36 @@ def findings(doc: dict) -> list[Finding]:
         medians = (f"{format_value(median(t['base']), 's')} → "
                    f"{format_value(median(t['head']), 's')}")
         named = label_of(t["benchmark"])
-        text = (f"timing {v['kind']}{advisory}: {named}, {_config_text(t['params'], ())}: "
-                f"{medians}, {v['ratio']:.2f}× ({slower}; {ci_text}, {p})" if named else
-                f"timing {v['kind']}{advisory}: {t['benchmark']} "
-                f"{_config_text(t['params'], ())} {v['ratio']:.2f}× ({slower}; "
-                f"median {medians}; {ci_text}, {p})")
-        out.append(Finding(v["kind"], text,
-                           (2 if v["kind"] == "regression" else 4, -abs(math.log(v["ratio"]))
-                            if v["ratio"] else 0, t["benchmark"])))
+        place = _place_text(doc, t["params"])
+        text = (f"timing {v['kind']}{advisory}: {named or t['benchmark']} at {place}: "
+                f"{v['ratio']:.2f}× ({slower}; median {medians}; {ci_text}, {p})")
+        out.append(Finding(v["kind"], text, (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
+                                             if v["ratio"] else 0, t["benchmark"]), [t]))
     out.sort(key=lambda f: f.rank)
-    for info in (_unchanged_default(doc), _code_finding(doc)):
+    for info in (_unchanged_default(doc), _code_finding(doc), *_guard_findings(doc)):
         if info is not None:
             out.append(info)
     return out
+
+
+def exact_regressions(doc: dict) -> int:
+    """Causes (one finding each) whose exact figures only got worse: regressions, never a
+    trade-off (what ``--fail-on regression`` counts beside timing regressions)."""
+    return sum(_kind(g) == "regression" for g in _groups(doc))
+
+
+def more_graphs(doc: dict) -> int:
+    """Ladder changes after which some config compiles more graphs, trade-offs included (what
+    ``--fail-on variants`` counts)."""
+    return sum(ladder_change(g).graphs[1] > 0 for g in _groups(doc)
+               if g.changes and _kind(g) != "acknowledged")
+
+
+def _guard_findings(doc: dict) -> list[Finding]:
+    """Where a side's own compile guard and spyre-bench's late compiles disagree, in a line."""
+    return [Finding("info", f"{g['side']}'s compile guard ({g['level']}, {g['workload']}): "
+                            f"{g['finding']}")
+            for g in doc.get("guard", ()) if g["finding"]]
 
 
 def headline(doc: dict, found: list[Finding]) -> str:
@@ -459,10 +572,11 @@ def _verdict(doc: dict, found: list[Finding]) -> str:
     regressions = kinds.count("regression")
     improvements = kinds.count("improvement")
     changes = kinds.count("change")
-    if regressions or improvements or changes:
+    tradeoffs = kinds.count("trade-off")
+    if regressions or tradeoffs or improvements or changes:
         parts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
-                 ((regressions, "regression"), (improvements, "improvement"),
-                  (changes, "other change")) if n]
+                 ((regressions, "regression"), (tradeoffs, "trade-off"),
+                  (improvements, "improvement"), (changes, "other change")) if n]
         icon = "🔴" if regressions else "🟡"
         return f"{icon} " + ", ".join(parts)
     if "acknowledged" in kinds:

@@ -53,6 +53,7 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
             caption="keys: distinct compile keys the exact model predicts for the workload; "
                     "late: graphs compiled after warmup; fall-backs: new keys past Dynamo's "
                     "recompile limit that ran eagerly (--recompile-limit raises it)"))
+    _guard_table(graph_rows, lead, out)
     timed = [r for r in rows if "timing" in r]
     if not timed:
         return
@@ -148,3 +149,28 @@ def _sampling(opts) -> str:
         return (f"median of up to {opts.repeat} samples per shape in {opts.time_budget_s:g} s "
                 "per workload (a first look; --full: every sample)")
     return f"median of {opts.repeat} samples"
+
+
+def _guard_table(graph_rows: list[dict], lead: list[str], out) -> None:
+    """The commit's own compile guard beside spyre-bench's late compiles of the same run, and
+    each disagreement said in a line."""
+    guarded = [r for r in graph_rows if "compile_guard" in r["graphs"]]
+    if not guarded:
+        return
+    body, findings = [], []
+    for r in guarded:
+        g = r["graphs"]["compile_guard"]
+        body.append(_lead(r) + [g["level"], g["violations"], g["late_compiles"], g["model_late"],
+                                f"{g['warmup_graphs']}/{g['warmup_variants']}",
+                                "yes" if g["agrees"] else "NO"])
+        if g["finding"]:
+            findings.append(f"{' '.join(map(str, _lead(r)))}: {g['finding']}")
+    out.print(table(
+        "the commit's compile guard (armed at its strictest after its own warmup)",
+        lead + ["level", "guard raised", "late (spyre-bench)", "late (model)",
+                "warmup compiled/variants", "agree"], body,
+        caption="guard raised: compiles of watched kernels the guard raised for; late: graphs "
+                "compiled after warmup in the same run; model: reached keys warmup does not "
+                "record"))
+    for line in findings:
+        out.print(f"[bold yellow]finding[/] {line}", highlight=False)

@@ -144,6 +144,27 @@ def _knob_sets(doc: dict) -> list[str]:
                     [f"- {escape(line)}" for line in lines])
 
 
+def _frontier_table(doc: dict) -> list[str]:
+    """Each placed ladder against the best with at most as many compiled graphs (the head's
+    code, every mix compared): the figures the findings' frontier sentences come from."""
+    rows = []
+    for entry in doc.get("frontier", []):
+        for who, side in (entry.get("sides") or {}).items():
+            if side is None:
+                continue
+            rows.append([_at(entry["params"]), escape(who), ladder(side["ladder"]),
+                         side["graphs"], format_value(side["padded_slots_per_real_token"],
+                                                      "slots/token"),
+                         f"{100 * side['excess_padding']:.3g} %", ladder(side["best"]["ladder"]),
+                         side["best"]["graphs"]])
+    if not rows:
+        return []
+    return _details("ladders on the head's frontier (its code, every mix compared)",
+                    _table(["config", "side", "ladder", "graphs", "padded/real",
+                            "pads more than best", "best with at most as many graphs",
+                            "its graphs"], rows))
+
+
 def _compile_table(doc: dict) -> list[str]:
     """Compiled batched graphs per deployment config (never summed across configs)."""
     rows = [[_at(e["params"]), _fewer_cell(e["base"], e["head"])]
@@ -346,8 +367,9 @@ def render(doc: dict, harness_commit: str | None = None,
     notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
     if notes:
         lines += ["> [!WARNING]", *(f"> {escape(n)}" for n in notes), ""]
-    lines += (_ladder_table(doc) + _said_table(doc) + _knob_sets(doc) + _compile_table(doc)
-              + _exact_table(doc) + _timing_table(doc) + _host_profiles(doc) + _not_compared(doc))
+    lines += (_ladder_table(doc) + _said_table(doc) + _knob_sets(doc) + _frontier_table(doc)
+              + _compile_table(doc) + _exact_table(doc) + _timing_table(doc) + _host_profiles(doc)
+              + _not_compared(doc))
     if not doc["timing_advisory"] and doc["timing_notes"]:
         lines += [escape("; ".join(doc["timing_notes"])), ""]
     lines += [f"<sub>spyre-bench {escape(__version__)}"

@@ -80,6 +80,28 @@ _PROFILE = {
 _ENV_VAR = {"type": "string", "pattern": r"[A-Z][A-Z0-9_]{0,63}"}
 _OPT_TEXT = {"type": ["string", "null"], "maxLength": 200}
 
+_COUNT = {"type": "integer", "minimum": 0}
+#: A ladder placed on the head's frontier (harness.analyze.frontier_place).
+_PLACED = {"type": ["object", "null"], "additionalProperties": False,
+           "required": ["ladder", "graphs", "iterations_per_layer_mean",
+                        "padded_slots_per_real_token", "h2d_bytes_per_step", "excess_padding",
+                        "best"],
+           "properties": {"ladder": _LADDER, "graphs": _COUNT, "iterations_per_layer_mean": _NUM,
+                          "padded_slots_per_real_token": _NUM, "h2d_bytes_per_step": _NUM,
+                          "excess_padding": _NUM,
+                          "best": {"type": "object", "additionalProperties": False,
+                                   "required": ["ladder", "graphs",
+                                                "padded_slots_per_real_token"],
+                                   "properties": {"ladder": _LADDER, "graphs": _COUNT,
+                                                  "padded_slots_per_real_token": _NUM}}}}
+_FRONTIER = {"type": "array", "maxItems": 1000, "items": {
+    "type": "object", "additionalProperties": False, "required": ["params", "axis", "workload"],
+    "properties": {"params": _PARAMS, "axis": _NAME, "ladder": _NAME, "workload": _TEXT,
+                   "sides": {"type": "object", "maxProperties": 3,
+                             "propertyNames": {"enum": ["base", "head", "default"]},
+                             "additionalProperties": _PLACED},
+                   "skipped": _TEXT}}}
+
 SCHEMA = {
     "type": "object", "additionalProperties": False,
     "required": ["schema", "base", "head", "factor", "alpha", "exact_compared", "exact_changed",
@@ -140,6 +162,17 @@ SCHEMA = {
             "required": ["knob", "base", "head", "change"],
             "properties": {"knob": _ENV_VAR, "base": _OPT_TEXT, "head": _OPT_TEXT,
                            "change": {"enum": ["default", "added", "removed"]}}}},
+        # each side's own compile guard beside spyre-bench's late compiles (harness.measure.guard)
+        "guard": {"type": "array", "maxItems": 2, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["side", "workload", "level", "violations", "late_compiles",
+                         "model_late", "agrees", "finding"],
+            "properties": {"side": {"enum": ["base", "head"]}, "workload": _TEXT,
+                           "level": _TEXT, "violations": {"type": "integer", "minimum": 0},
+                           "late_compiles": {"type": "integer", "minimum": 0},
+                           "model_late": {"type": "integer", "minimum": 0},
+                           "agrees": {"type": "boolean"},
+                           "finding": {"type": ["string", "null"], "maxLength": _LONG}}}},
         # what the commits' code warned while building a config's buckets and builder
         "notes": {"type": "array", "maxItems": _MANY, "items": {
             "type": "object", "additionalProperties": False,
@@ -154,6 +187,22 @@ SCHEMA = {
                  "additionalProperties": {
                      "type": "object", "maxProperties": 64, "propertyNames": _ENV_VAR,
                      "additionalProperties": _TEXT}},
+        # ladder changes placed on the head's frontier (absent from older documents)
+        "frontier": _FRONTIER,
+        # kernel probe name -> what it is: config, step, env in full (harness.measure.probe_set)
+        "probes": {"type": "object", "maxProperties": 1000,
+                   "propertyNames": {"type": "string", "minLength": 1, "maxLength": 200},
+                   "additionalProperties": {
+                       "type": "object", "additionalProperties": False,
+                       "required": ["config", "step", "env", "per_sequence"],
+                       "properties": {
+                           "config": {"type": "object", "maxProperties": 16,
+                                      "propertyNames": {"type": "string", "pattern": r"[a-z_]{1,40}"},
+                                      "additionalProperties": {"type": "integer"}},
+                           "step": _TEXT,
+                           "env": {"type": "object", "maxProperties": 64,
+                                   "propertyNames": _ENV_VAR, "additionalProperties": _TEXT},
+                           "per_sequence": {"type": "boolean"}}}},
         "expected": {"type": "object", "additionalProperties": False,
                      "required": ["file", "acknowledged", "unacknowledged", "stale"],
                      "properties": {"file": _TEXT,

@@ -18,6 +18,7 @@ from harness import __version__
 from harness.analyze.changepoints import Regression
 from harness.matrix import case_label
 from harness.report import efficiency_history as eff
+from harness.report import frontier_history
 from harness.store.identity import config_key
 from harness.store.identity import read as read_identity
 
@@ -209,6 +210,23 @@ def _efficiency_section(frame, commits: list[Commit], focus: dict) -> list[str]:
     return parts
 
 
+def _frontier_section(frame, commits: list[Commit]) -> list[str]:
+    """Per config of the tier, the default kv ladder's excess padding over the frontier at its
+    compiled-graph count, one point per commit (lower is better; 0 is on the frontier)."""
+    parts = ["<h2 id='frontier'>Default ladder against the frontier per commit</h2>",
+             "<p class='meta'>how much more (%) each config's own kv ladder pads on the tier's "
+             "mixes than the best ladder the optimiser finds with at most as many compiled "
+             "graphs, both evaluated by that commit's code (exact.Frontier.track_excess_padding"
+             "; <code>spyre-bench frontier</code> shows the whole frontier)</p>"]
+    found = frontier_history.excess_series(frame)
+    if not found:
+        return parts + ["<p class='nodata'>not measured in this history.</p>"]
+    for env, series in sorted(found.items()):
+        parts.append(_line_plot(f"excess padding of the default kv ladder, env {env} (%)",
+                                commits, series, "%"))
+    return parts
+
+
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
@@ -251,6 +269,7 @@ def build(frame, regressions: list[Regression], commits: list[Commit], out_dir: 
                   for s in [_sum_by_commit(gg)]}
         parts.append(_line_plot(f"time per layer on {device} (ms)", commits, series, "ms"))
     parts += _efficiency_section(frame, commits, focus)
+    parts += _frontier_section(frame, commits)
     page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             "<title>spyre-bench report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}{END_MARK}</body></html>")

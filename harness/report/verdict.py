@@ -114,7 +114,9 @@ def change_text(e: ExactChange) -> str:
 
 
 #: What can make the exit code 1 (``--fail-on``); wrong kernels and lost figures come first.
-FAIL_ON = ("wrong", "lost", "exact", "regression", "incomparable")
+#: ``regression``: a timing regression, or exact figures that only got worse (a trade-off is
+#: not one); ``variants``: a ladder change after which a config compiles more graphs.
+FAIL_ON = ("wrong", "lost", "exact", "regression", "variants", "incomparable")
 
 
 def nothing_compared(doc: dict) -> str | None:
@@ -136,7 +138,6 @@ def exit_code(doc: dict, fail_on: set[str]) -> int:
     ``doc`` is the comparison document; with an expected-changes file only unacknowledged exact
     changes count (harness.analyze.expected).
     """
-    from harness.analyze.expected import unacknowledged
     if "wrong" in fail_on and doc["mismatches"]:
         return 1
     if "lost" in fail_on and doc["lost"]:
@@ -145,12 +146,21 @@ def exit_code(doc: dict, fail_on: set[str]) -> int:
         return 2
     if doc["problems"] and "incomparable" in fail_on:
         return 2
-    if "exact" in fail_on and unacknowledged(doc):
-        return 1
-    if "regression" in fail_on and any(t["verdict"]["kind"] == "regression"
-                                       for t in doc["timings"]):
-        return 1
-    return 0
+    return 1 if flagged(doc, fail_on) else 0
+
+
+def flagged(doc: dict, fail_on: set[str]) -> list[str]:
+    """What ``fail_on`` flags in ``doc``, each said in a few words (exit status 1 when any)."""
+    from harness.analyze.expected import unacknowledged
+    from harness.report.findings import exact_regressions, more_graphs
+    timed = sum(t["verdict"]["kind"] == "regression" for t in doc["timings"])
+    counts = [("wrong", len(doc["mismatches"]), "wrong kernel output(s)"),
+              ("lost", len(doc["lost"]), "lost figure(s)"),
+              ("exact", unacknowledged(doc), "exact change(s)"),
+              ("regression", timed, "timing regression(s)"),
+              ("regression", exact_regressions(doc), "exact regression(s)"),
+              ("variants", more_graphs(doc), "ladder change(s) compiling more graphs")]
+    return [f"{n} {what}" for flag, n, what in counts if flag in fail_on and n]
 
 
 def render_findings(doc: dict, out) -> None:

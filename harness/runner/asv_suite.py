@@ -26,7 +26,8 @@ from harness.errors import HarnessError
 from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.runner.sessions import end_session
-from harness.store.lock import results_lock
+from harness.store.compact import compact_results
+from harness.store.lock import check_writable, results_lock
 from harness.store.names import checked_name
 from harness.subjects.source import gitrev
 
@@ -190,6 +191,7 @@ def write_identity(path: Path, target: Target, options: Options, skipped: list[d
 
 def run_targets(targets: list[Target], options: Options, progress=None) -> Iterator[TargetReport]:
     """Measure each target in turn, yielding a report as each one finishes."""
+    check_writable(options.results_dir, options.machine)
     options.log_dir.mkdir(parents=True, exist_ok=True)
     groups = _groups(options)
     with results_lock(options.results_dir), \
@@ -260,6 +262,7 @@ def _run_target(target: Target, options: Options, config: Path, groups, progress
         finally:
             out = results_file(options, target.commit)
             if out.exists():
+                compact_results(out)     # after the last group: ASV's saves add blanks back
                 write_identity(out, target, options, kept_skips + _read_skips(skip_log),
                                interrupted, done)
             skip_log.unlink(missing_ok=True)

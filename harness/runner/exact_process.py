@@ -26,10 +26,13 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.interrupts import Deferred
+from harness.lifeline import hold
 from harness.runner.sessions import end_session
 
-#: Imported once, in the fork server: what every commit's tier needs before its own code.
-PRELOAD = ["torch", "asv.results", "asv.machine", "asv.runner", "asv_runner.discovery",
+#: Imported once, in the fork server: first what makes it end with ``run`` (and so every child
+#: it forks, :mod:`harness.lifeline`), then what every commit's tier needs before its own code.
+PRELOAD = ["harness.runner.fork_server_held", "torch", "asv.results", "asv.machine", "asv.runner",
+           "asv_runner.discovery",
            "harness.runner.inprocess", "harness.subjects.spyre.locate",
            "harness.subjects.spyre.drive.session", "harness.model.cost",
            "harness.measure.efficiency", "harness.measure.device"]
@@ -108,6 +111,7 @@ def _child(target, kwargs: dict, result: str, log: str | None, environ: dict,
     os.setsid()
     os.environ.clear()
     os.environ.update(environ)
+    hold()   # armed at the fork already; names this process the parent of what it starts
     os.chdir(cwd)
     if log is not None:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)

@@ -180,6 +180,10 @@ def write_exact(*, spec: str, commit: str, repo: Path, results_dir: Path, machin
         results.add_result(entry, outcome, started_at=started, duration=duration,
                            record_samples=True, selected_idx=picks[name])
     results.save(str(results_dir))
+    from asv.results import get_filename
+
+    from harness.store.compact import compact_results
+    compact_results(results_dir / get_filename(machine, commit, env_name))
     info.save(str(results_dir))
     _merge_benchmarks_json(results_dir, entries, util)
     return len(values), failed

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.runner.asv_suite import Options, results_file
+from harness.runner.shard import Shard
 from harness.store.history import is_complete, load_identity
 from harness.subjects.source import gitrev
 
@@ -29,6 +30,11 @@ class Plan:
     @property
     def commits(self) -> list[str]:
         return self.new + self.backfill
+
+    def only(self, shard: Shard) -> Plan:
+        """The plan's commits that are ``shard``'s (every commit in one shard of ``n``)."""
+        return replace(self, new=[c for c in self.new if shard.holds(c)],
+                       backfill=[c for c in self.backfill if shard.holds(c)])
 
 
 def first_parent_history(repo: Path, branch: str) -> list[str]:

@@ -58,7 +58,9 @@ class Identity:
         side.parent.mkdir(parents=True, exist_ok=True)
         tmp = side.with_suffix(".tmp")
         from harness.store import skip_table
-        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)), indent=1))
+        # no blanks: indented, the ladders of a quick-tier commit took 35.6 kB, 18.5 kB without
+        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)),
+                                  separators=(",", ":")))
         tmp.replace(side)      # never half-written
         return side
 

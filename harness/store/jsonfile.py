@@ -28,6 +28,11 @@ def read_json(path: Path):
     ASV writes the non-standard tokens NaN and Infinity, which are accepted here as they are by
     ``json``; anything else wrong raises StoredFileError (or OSError for a file that cannot be
     opened)."""
+    return parse_json(read_bytes(path))
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file of at most MAX_BYTES (StoredFileError otherwise)."""
     # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
@@ -37,9 +42,13 @@ def read_json(path: Path):
         if info.st_size > MAX_BYTES:
             raise StoredFileError(f"{info.st_size:,} bytes, more than a stored file holds")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            raw = f.read(MAX_BYTES + 1)
+            return f.read(MAX_BYTES + 1)
     finally:
         os.close(fd)
+
+
+def parse_json(raw: bytes):
+    """The JSON value of a stored file's bytes (StoredFileError if it is not UTF-8 JSON)."""
     try:
         return json.loads(raw.decode("utf-8"))
     except RecursionError:

@@ -52,6 +52,22 @@ def _open_lock(results_dir: Path, path: Path) -> int:
     return fd
 
 
+def check_writable(results_dir: Path, machine: str) -> None:
+    """What a run rewrites in a results folder (the machine's folder, its ``machine.json`` and
+    ``benchmarks.json``, the folder's ``benchmarks.json``), read before anything is written: a
+    file in the folder's place or a path this user may not write is one line, exit 2, and
+    nothing stored changes (ASV's write was a PermissionError traceback)."""
+    folder = results_dir / machine
+    if folder.exists() and not folder.is_dir():
+        raise HarnessError(f"cannot write results into {folder}: a file is in the way of that "
+                           "folder")
+    for path in (results_dir / "benchmarks.json", folder, folder / "machine.json",
+                 folder / "benchmarks.json"):
+        if path.exists() and not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0)):
+            raise HarnessError(f"cannot write results into {folder}: {path} is not writable "
+                               "(permission denied)")
+
+
 def _why(exc: OSError, results_dir: Path) -> str:
     if isinstance(exc, FileExistsError) or (isinstance(exc, NotADirectoryError)
                                             and results_dir.exists()):

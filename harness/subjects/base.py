@@ -28,6 +28,8 @@ CAPABILITIES = {
     "decode_kernel_b": "the chunked batched decode kernel (generation B)",
     "forward": "the attention impl's forward, run on its own builder's metadata (any kernel "
                "convention)",
+    "compile_guard": "its own compile guard (v1/worker/compile_guard.py: watched kernels, armed "
+                     "after warmup)",
 }
 
 
@@ -73,6 +75,9 @@ class Bucketing:
     min_batched_seqs: int = 4
     #: What the bucketer warned about (non-power-of-two bs, appended or dropped override entries).
     notes: tuple[str, ...] = ()
+    #: Why no step batches although the switch is on, where the commit's impl declines what its
+    #: builder prepares (None: it does not, or the switch is off).
+    batched_declined: str | None = None
 
     def ladders(self) -> dict[str, Ladder | None]:
         """The axes by name, in display order."""

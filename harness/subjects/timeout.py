@@ -14,6 +14,7 @@ no sandbox, and an untrusted checkout can still do anything its code does when i
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from harness.errors import SubjectError
 
 DEFAULT_SECONDS = 60.0
+#: A day: a longer limit is no bound at all (0 says that), and the timer takes no more.
+MAX_SECONDS = 86400.0
 ENV_VAR = "SPYRE_BENCH_SUBJECT_TIMEOUT"
 
 _seconds: list[float | None] = [None]
@@ -52,10 +55,11 @@ def limit() -> float:
         try:
             value = float(raw)
         except ValueError:
-            raise SubjectError(f"{ENV_VAR}={raw!r}: expected seconds") from None
-        if value >= 0:
+            value = math.nan
+        if math.isfinite(value) and 0 <= value <= MAX_SECONDS:
             return value
-        raise SubjectError(f"{ENV_VAR}={raw!r}: expected seconds >= 0")
+        raise SubjectError(f"{ENV_VAR}={raw[:40]!r}: expected seconds from 0 (no limit) to "
+                           f"{MAX_SECONDS:g}")
     return DEFAULT_SECONDS
 
 
@@ -65,7 +69,31 @@ def _can_arm() -> bool:
 
 @contextmanager
 def bounded(what: str):
-    """Run the block under the limit; nested blocks share the outermost one's deadline."""
+    """Run the block under the limit, in the folder it started in (a subject's ``os.chdir``
+    moved a ``run``'s relative paths and ASV's own files); nested blocks share the outermost
+    one's deadline."""
+    with _same_folder(), _time_bounded(what):
+        yield
+
+
+@contextmanager
+def _same_folder():
+    try:
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            os.fchdir(here)
+        finally:
+            os.close(here)
+
+
+@contextmanager
+def _time_bounded(what: str):
     seconds = limit()
     if getattr(_armed, "on", False) or not seconds or not _can_arm():
         yield

@@ -18,6 +18,7 @@ import sys
 import traceback
 
 from harness.errors import HarnessError
+from harness.lifeline import hold
 from harness.worker import protocol
 
 #: Memory a worker may allocate, GiB (default: the machine's physical memory).
@@ -30,7 +31,8 @@ _device_ready: list[bool] = [False]
 def main(argv: list[str]) -> None:
     """``python -m harness.worker.child REQUESTS_FD REPLIES_FD SCRATCH``: started by
     :class:`harness.worker.proxy.SubjectWorker` in a session of its own, stdout and stderr on
-    the capture file, cwd the scratch folder."""
+    the capture file, cwd the scratch folder; it ends when the harness does, killed or not."""
+    hold()
     requests_fd, replies_fd, scratch = int(argv[0]), int(argv[1]), argv[2]
     serve(requests_fd, replies_fd, scratch)
 

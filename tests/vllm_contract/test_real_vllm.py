@@ -1,5 +1,5 @@
 """Contract with the real vLLM: a commit's figures are the same under the stand-ins and under
-vLLM 0.27.1 itself (harness/subjects/load/vllm_real.py, ``SPYRE_BENCH_VLLM``).
+vLLM 0.28.0 itself (harness/subjects/load/vllm_real.py, ``SPYRE_BENCH_VLLM``).
 
 Opt-in: ``make test-vllm`` builds a venv with the real vLLM (requirements/vllm-constraints.txt)
 and runs this; elsewhere every test here is skipped, saying why. Every commit of the fixture
@@ -101,7 +101,7 @@ def test_the_fixture_covers_every_named_commit(fixture_repo):
 
 
 def test_the_stand_in_metadata_has_the_real_fields(real_vllm):
-    """The stand-ins' CommonAttentionMetadata is vLLM 0.27.1's, field for field, in order."""
+    """The stand-ins' CommonAttentionMetadata is vLLM 0.28.0's, field for field, in order."""
     done = subprocess.run([sys.executable, "-c", (
         "import dataclasses, json; from harness.subjects.load import vllm_real; vllm_real.load(); "
         "from vllm.v1.attention.backend import CommonAttentionMetadata as c; "

@@ -45,7 +45,7 @@ from pathlib import Path
 from harness.config import ENV_VARS
 from harness.ladders import powers_of_two
 from harness.subjects.load import torch_spyre_standins, vllm_real
-from harness.subjects.load.vllm_standins import close_modules
+from harness.subjects.load.vllm_standins import close_modules, open_modules
 from harness.subjects.load.vllm_standins import modules as vllm_standin_modules
 from harness.subjects.source.extract import ModuleSource, NotSelfContained
 from harness.subjects.source.knobs import ENVS_FILE, declared
@@ -305,6 +305,7 @@ def isolated(env: Mapping[str, str], tree: SourceTree | None = None,
                 for name in [n for n in sys.modules if _owned(n, vllm)]:
                     del sys.modules[name]
                 sys.modules.update(standins or {})
+                open_modules(standins or {})
                 sys.meta_path.insert(0, SnapshotFinder(tree))
                 if real is not None:
                     stack.enter_context(real)

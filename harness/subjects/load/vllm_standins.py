@@ -3,9 +3,10 @@
 Which names: ``vllm_surface.tsv`` beside this file lists every ``vllm.*`` name any stored version of
 the attention path imports (``envs.py``, ``platform.py``, ``custom_ops/utils.py``, ``attn_layer``,
 ``backends/*``, ``ops/*``, the jagged plan), with the real files that use it;
-tests/test_vllm_surface.py asserts that each one resolves here. They follow vLLM 0.27.1 (the
-release spyre-inference pins), reduced to what a metadata builder, an attention impl and a platform
-module do with them: plain classes and dataclasses, field names as in 0.27.1.
+tests/test_vllm_surface.py asserts that each one resolves here. They follow vLLM 0.28.0 (the
+release today's spyre-inference pins: ``vllm>=0.28.0,<0.29``), reduced to what a metadata builder,
+an attention impl and a platform module do with them: plain classes and dataclasses, field names
+as in 0.28.0.
 
 Any name not provided here is missing on purpose: ``from vllm.x import Name`` then fails with
 Python's own "cannot import name 'Name' from 'vllm.x'", which the harness reports as the exact
@@ -27,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 #: The vLLM release these stand-ins follow.
-VLLM_VERSION = "0.27.1"
+VLLM_VERSION = "0.28.0"
 
 
 # -- vllm.config ----------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ class AttentionMetadataBuilder(_Subscriptable):
     def _init_reorder_batch_threshold(self, reorder_batch_threshold: int | None = 1,
                                       supports_spec_as_decode: bool = False,
                                       supports_dcp_with_varlen: bool = False) -> None:
-        """As 0.27.1 documents it, reading the same config: a backend that runs speculative
+        """As 0.28.0 documents it, reading the same config: a backend that runs speculative
         tokens as decodes counts a request with 1 + k (2k with parallel drafting) queries as one;
         under decode context parallelism without varlen support only single-token queries are."""
         threshold = reorder_batch_threshold
@@ -338,7 +339,7 @@ class AttentionMetadataBuilder(_Subscriptable):
 
 @dataclass
 class CommonAttentionMetadata:
-    """Per-step metadata every backend's builder receives: vLLM 0.27.1's fields, in its order
+    """Per-step metadata every backend's builder receives: vLLM 0.28.0's fields, in its order
     (tests/vllm_contract holds them to the real class); the host copies of seq_lens and computed
     tokens are the deprecated properties of that release."""
 
@@ -354,6 +355,7 @@ class CommonAttentionMetadata:
     causal: Any = True
     logits_indices_padded: Any = None
     num_logits_indices: int | None = None
+    max_logits_per_req: int | None = None
     encoder_seq_lens: Any = None
     encoder_seq_lens_cpu: Any = None
     dcp_local_seq_lens: Any = None
@@ -497,8 +499,9 @@ def _module(name: str, **attrs) -> types.ModuleType:
     return mod
 
 
-#: The hook :func:`close_modules` calls on a stand-in module when its load ends.
-CLOSE = "__spyre_bench_close__"
+#: The hooks :func:`open_modules` and :func:`close_modules` call on a stand-in module when its
+#: load's window opens and ends.
+OPEN, CLOSE = "__spyre_bench_open__", "__spyre_bench_close__"
 
 
 def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
@@ -571,6 +574,14 @@ def modules(handler: logging.Handler) -> dict[str, types.ModuleType]:
 
 def _no_attribute(name: str):
     raise AttributeError(name)
+
+
+def open_modules(table: dict[str, types.ModuleType]) -> None:
+    """Start what a load's stand-ins do outside themselves while its window is open."""
+    for mod in table.values():
+        opened = mod.__dict__.get(OPEN)
+        if opened is not None:
+            opened()
 
 
 def close_modules(table: dict[str, types.ModuleType]) -> None:

@@ -76,6 +76,12 @@ def bucketing_key(config, overrides) -> MemoKey:
     return MemoKey("bucketing", config, overrides.raw)
 
 
+def warmup_key(config, overrides) -> MemoKey:
+    """The key of the compile keys a commit's own warmup records, where its bucketer's variants
+    do not say them (a jagged plan's variants)."""
+    return MemoKey("warmup", config, overrides.raw)
+
+
 def setup_key(config, overrides) -> MemoKey:
     """The key of an engine's one-time transfers (staging, set-up) for a config."""
     return MemoKey("setup", config, overrides.raw)
@@ -87,7 +93,7 @@ def _kinds() -> dict[str, type]:
     from harness.subjects.base import Bucketing
 
     return {"step": StepCost, "builder_ladders": tuple, "setup": dict, "probe": dict,
-            "bucketing": Bucketing}
+            "bucketing": Bucketing, "warmup": tuple}
 
 
 class TreeMemo:

@@ -33,7 +33,7 @@ COUNTED_PREFIXES = ("SPYRE_", "VLLM_")
 NOT_DECIDING = frozenset(f"SPYRE_BENCH_{n}" for n in (
     "JOBS", "MEMO", "MEMO_DIR", "MEMO_MB", "IN_PROCESS", "WORKER_MEMORY_GIB", "SUBJECT_TIMEOUT",
     "TIER", "SUBJECT", "REF", "ENV", "GITHUB_TOKEN", "UPDATE_GOLDEN", "SKIP_LOG",
-    "REQUIRE_BROWSER", "JS_DIR", "ARTIFACTS", "DIR", "ASV_REPO", "REPOSITORY", "NIGHTLY"))
+    "REQUIRE_BROWSER", "JS_DIR", "ARTIFACTS", "DIR", "ASV_REPO", "REPOSITORY", "NIGHTLY", "PARENT"))
 
 def source_key(tree) -> str:
     """The key of a :class:`~harness.subjects.load.loader.SourceTree` (cached per tree content and

@@ -122,6 +122,13 @@ class ReferenceSubject(Subject):
         if overrides.knobs:
             raise CapabilityMissing(f"{self.spec} does not model {', '.join(overrides.knobs)} "
                                     "(a spyre-inference commit's own code does)")
+        unmodelled = [what for what, given in (
+            (f"speculative decoding ({config.spec_tokens} tokens)", config.spec_tokens),
+            (f"a {config.kv_cache_dtype} K/V cache", config.kv_cache_dtype != "auto"),
+            ("per-layer head counts", config.layer_overrides)) if given]
+        if unmodelled:
+            raise CapabilityMissing(f"{self.spec} does not model {', '.join(unmodelled)} (a "
+                                    "spyre-inference commit's own code does)")
         p = self.policy
         resolve = resolve_topup if p.override_rule == "topup" else resolve_clamp
         bs, mml, mns = config.block_size, config.max_model_len, config.max_num_seqs

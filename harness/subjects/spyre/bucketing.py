@@ -117,14 +117,16 @@ def _bucketing_key(config: EngineConfig, overrides: Overrides) -> tuple:
 def builder_ladders(tree: SourceTree, origin: str, source: str, config: EngineConfig,
                     overrides: Overrides):
     """The batched ladders the subject's metadata builder dispatches on, read from the
-    constructed builder (its own before #810, its bucketer's after): (seqs, blocks, owner)."""
+    constructed builder (its own before #810, its bucketer's after), and when the commit batches
+    (:mod:`harness.subjects.spyre.drive.batching`, found by driving it): (seqs, blocks, owner,
+    Batching.as_tuple())."""
     from harness.subjects.spyre.drive.session import BuilderSession
 
     key = ladders_key(config, overrides)
     found = FIGURES.get(source, key)
     if found is None:
         with BuilderSession(tree, origin, config, overrides) as session:
-            found = session.batched_ladders()
+            found = (*session.batched_ladders(), session.batching.as_tuple())
         FIGURES.put(source, key, found)
         FIGURES.flush()
     return found
@@ -222,9 +224,11 @@ class Bucketings:
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, spec) for r in b.variants())
         num_seqs = (_ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
                      if "num_seqs_axis" in caps else None)
-        batched_seqs, batched_blocks, _owner = batched
+        batched_seqs, batched_blocks, _owner, (minimum, impl_declines, records, batches) = batched
         recorded: tuple = ()
-        if "batched_decode_variants" in caps:
+        # the impl's warmup records the bucketer's batched variants only where it runs batched
+        # decode at all (the commit's record_graphs asks its _batched_decode_supported())
+        if "batched_decode_variants" in caps and records is not False:
             recorded = _distinct(_pair(r, SEQS_FIELDS, BLOCKS_FIELDS, spec)
                                  for r in b.batched_decode_variants())
         chunking = None
@@ -238,9 +242,11 @@ class Bucketings:
             kv=kv, query=query, num_blocks=num_blocks, num_seqs=num_seqs,
             batched_num_seqs=batched_seqs, batched_num_blocks=batched_blocks,
             variants=variants, batched_variants=recorded,
-            batched_enabled=overrides.batched_decode, chunking=chunking,
-            decode_prefix_batched="decode_prefix" in caps,
-            min_batched_seqs=self.subject.min_batched, notes=notes)
+            # what driving the commit showed, where it could tell (else the env's switch)
+            batched_enabled=overrides.batched_decode if batches is None else batches,
+            chunking=chunking, decode_prefix_batched="decode_prefix" in caps,
+            min_batched_seqs=minimum if minimum is not None else self.subject.min_batched,
+            notes=notes, batched_declined=impl_declines)
 
     def _attr(self, b, *names: str, required: bool = True):
         for name in names:

@@ -14,7 +14,9 @@
 * ``decode_kernel_a`` / ``decode_kernel_b``: a top-level function with the kernel's signature in
   ``backends/spyre_attn.py`` or ``ops/batched_decode.py`` (found by parsing, not importing);
 * ``forward``: the backend defines ``SpyreAttentionMetadataBuilder`` and ``SpyreAttentionImpl``,
-  which :mod:`harness.subjects.spyre.drive` drives per step.
+  which :mod:`harness.subjects.spyre.drive` drives per step;
+* ``compile_guard``: ``v1/worker/compile_guard.py`` exists (its own check on warmup coverage,
+  run beside spyre-bench's late compiles by :mod:`harness.measure.guard`).
 
 What probing the bucketer found is plain data, kept in the figure memo by source key: a commit
 whose attention sources were probed before is not loaded again to learn it.
@@ -40,6 +42,9 @@ from harness.subjects.load.loader import (
 from harness.subjects.memo.figures import FIGURES, probe_key
 from harness.subjects.source.extract import KernelDef
 from harness.subjects.spyre.bucketing import BUCKETER_CLASS, bucketer_window
+
+#: The commit's own compile guard, where it has one.
+GUARD_FILE = "spyre_inference/v1/worker/compile_guard.py"
 
 
 @dataclass
@@ -184,4 +189,8 @@ def _probe_kernels(tree: SourceTree, probed: Capabilities) -> set[str]:
                     "SpyreAttentionImpl.forward() (harness.measure.forward)")
     else:
         probed.missing["forward"] = f"{BACKEND_FILE} defines no {' and '.join(classes)}"
+    if tree.has(GUARD_FILE):
+        caps.add("compile_guard")
+    else:
+        probed.missing["compile_guard"] = f"{GUARD_FILE} is not in it"
     return caps

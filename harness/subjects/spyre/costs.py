@@ -12,7 +12,7 @@ import contextlib
 
 from harness.config import EngineConfig, Overrides
 from harness.errors import HarnessError
-from harness.subjects.memo.figures import FIGURES, setup_key, step_key
+from harness.subjects.memo.figures import FIGURES, setup_key, step_key, warmup_key
 from harness.subjects.timeout import bounded
 
 
@@ -22,10 +22,11 @@ def workload_costs(subject, config: EngineConfig, overrides: Overrides, workload
     from harness.model.cost import WorkloadCost, warmup_keys
 
     bucketing = subject.bucketing(config, overrides)
-    warmup = warmup_keys(bucketing)
     out = []
     with bounded(f"{subject.origin}: driving its builder at {config.label()} "
                  f"env={overrides.label()}"), _LazySession(subject, config, overrides) as drive:
+        recorded = drive.warmup()
+        warmup = frozenset(recorded) if recorded is not None else warmup_keys(bucketing)
         for workload in workloads:
             try:
                 workload.check_fits(config)
@@ -66,6 +67,17 @@ class _LazySession:
             found = self._open().record_step(step)[0]
             FIGURES.put(self.digest, key, found)
         return found
+
+    def warmup(self) -> tuple | None:
+        """The keys the commit's own warmup records where its bucketer's variants do not say
+        them (BuilderSession.recorded_warmup), else None; kept as ``(keys,)`` or ``()``."""
+        key = warmup_key(self.config, self.overrides)
+        found = FIGURES.get(self.digest, key)
+        if found is None:
+            keys = self._open().recorded_warmup()
+            found = (keys,) if keys is not None else ()
+            FIGURES.put(self.digest, key, found)
+        return found[0] if found else None
 
     def setup(self) -> dict[str, int]:
         """The engine's one-time transfers for this config, by tensor (bytes), with their count

@@ -10,7 +10,10 @@ from harness.subjects.spyre.drive.kernel_proxy import KernelCall
 
 #: The per-chunk index argument of a chunked kernel, by the names stored kernels give it
 #: (``chunk_page_ids``; ``chunk_row_ids`` in the head-major kernel that indexes rows; the
-#: backend hook's ``chunk_index_tables``): one entry per loop step.
+#: backend hook's ``chunk_index_tables``): a list with one entry per loop step, a block-major
+#: table ``[chunks * blocks_per_chunk, num_seqs]``, or the head-major tiled walk's split index
+#: ``[chunks, entries, 1]`` (one page id per stick; ``batched_decode_head_major`` walks its
+#: first axis).
 CHUNK_INDEX_ARGS = ("chunk_page_ids", "chunk_row_ids", "chunk_index_tables")
 
 
@@ -24,6 +27,8 @@ def loop_iterations(call: KernelCall) -> int:
     if isinstance(pages, (list, tuple)):
         return len(pages)
     if pages is not None and isinstance(a.get("blocks_per_chunk"), int):
+        if pages.dim() == 3:
+            return int(pages.shape[0])
         return int(pages.shape[0]) // a["blocks_per_chunk"]
     if isinstance(a.get("num_blocks"), int):
         return a["num_blocks"]
@@ -53,5 +58,9 @@ class StepFigures:
     n_batched: int = 0
     #: (iterations, padded query width) per per-sequence call
     per_sequence: list = field(default_factory=list)
+    #: sequences a jagged plan served (every one of the step's, where the builder planned it)
+    jagged: int = 0
+    #: the jagged plan's groups, one kernel call each ("jagged_decode", "jagged_tile", ...)
+    jagged_groups: list = field(default_factory=list)
     #: why the step took its path
     reason: str = ""

@@ -12,6 +12,7 @@ import contextlib
 import inspect
 from dataclasses import dataclass
 
+from harness.subjects.load.torch_spyre_standins import plain_tensor_to
 from harness.subjects.spyre.drive.errors import KernelRaised, NotDrivable
 
 #: What a spent replay gives back.
@@ -38,7 +39,7 @@ class KernelProxy:
     the kernel's own result for those arguments (found once per argument shape on fake tensors:
     [B_s, H, D] for a batched decode of any batch size); "run" calls ``target`` (the kernel
     itself, or a harness-compiled version of it); "replay" binds and records nothing and returns
-    the next of ``replies`` (what recorded calls got, :meth:`reply`): a forward's host time with
+    the next of ``replies`` (what recorded calls got, :meth:`recorded`): a forward's host time with
     no kernel and next to no harness work in it (harness.measure.host).
     """
 
@@ -62,6 +63,13 @@ class KernelProxy:
         self._simple = (tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD),
                         {p.name: p.default for p in params if p.default is not p.empty},
                         frozenset(self.signature.parameters)) if plain else None
+
+    def widen_indices(self) -> None:
+        """Run every later call with int32 indices widened (see :func:`_int32_indices`) from
+        the start, not from eager torch's first refusal: compiled calls then never switch
+        modes mid-run, which recompiled the kernel (a graph no key explains, a compile the
+        commit's guard reported)."""
+        self._widen = True
 
     def bind(self, args: tuple, kwargs: dict) -> dict:
         """The call's arguments by name, defaults filled in (what ``Signature.bind`` gives)."""
@@ -87,26 +95,32 @@ class KernelProxy:
         arguments = self.bind(args, kwargs)
         self.calls.append(KernelCall(self.fn.__name__, arguments))
         if self.mode == "run":
-            try:
-                if self._widen:
-                    with _int32_indices():
-                        return self.target(*args, **kwargs)
-                try:
-                    return self.target(*args, **kwargs)
-                except RuntimeError as exc:
-                    if "long tensor for index" not in str(exc):
-                        raise
-                # eager torch refused an int32 index the device takes: from now on run this
-                # kernel with such indices widened (only then: the mode costs time per op)
-                self._widen = True
+            with plain_tensor_to():
+                return self._run(args, kwargs)
+        return self.recorded(arguments)
+
+    def _run(self, args: tuple, kwargs: dict):
+        """The call, really made (``mode`` "run")."""
+        try:
+            if self._widen:
                 with _int32_indices():
                     return self.target(*args, **kwargs)
-            except Exception as exc:
-                raise KernelRaised(self.fn.__name__, exc) from exc
-        return self.reply(arguments)
+            try:
+                return self.target(*args, **kwargs)
+            except RuntimeError as exc:
+                if "long tensor for index" not in str(exc):
+                    raise
+            # eager torch refused an int32 index the device takes: from now on run this
+            # kernel with such indices widened (only then: the mode costs time per op)
+            self._widen = True
+            with _int32_indices():
+                return self.target(*args, **kwargs)
+        except Exception as exc:
+            raise KernelRaised(self.fn.__name__, exc) from exc
 
-    def reply(self, arguments: dict):
-        """What a recorded call with these (bound) arguments returns."""
+    def recorded(self, arguments: dict):
+        """What a recorded call returns: ``out`` when the call passes one, else read-only zeros
+        shaped as the kernel's result (nothing computed)."""
         out = arguments.get("out")
         if out is not None:
             return out
@@ -143,33 +157,60 @@ def _int32_indices():
     commit's own compiled kernels) take as they are, widened to int64 where eager torch refuses
     them (``index_copy``), so the kernel computes what it computes on the device.
 
-    One mode object for the process: Dynamo guards on the active mode, so a fresh one per call
-    recompiled the kernel every call ("24 graphs for 1 key")."""
-    global _WIDEN_MODE
-    if _WIDEN_MODE is None:
-        _WIDEN_MODE = _int32_indices_mode()
-    return _WIDEN_MODE
+    The three ``index_copy`` entry points are replaced for the block by wrappers that widen the
+    index, Python functions Dynamo traces into the kernel's graph. Not a torch-function mode: a
+    kernel's own ``.to(...)`` broke the graph under one (Dynamo cannot call the builtin the mode
+    hands it). One object, and one set of wrappers, for the process: Dynamo guards on the
+    functions a graph called, so fresh ones per call would recompile the kernel every call."""
+    global _WIDEN
+    if _WIDEN is None:
+        _WIDEN = _WidenedIndexCopy()
+    return _WIDEN
 
 
-_WIDEN_MODE = None
+_WIDEN = None
 
 
-def _int32_indices_mode():
-    import torch
-    from torch.overrides import TorchFunctionMode
+class _WidenedIndexCopy:
+    """The context manager :func:`_int32_indices` returns (re-entrant)."""
 
-    widen = {torch.Tensor.index_copy_, torch.Tensor.index_copy, torch.index_copy}
+    def __init__(self):
+        import torch
 
-    class Int32Indices(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in widen:
-                args = tuple(a.long() if i and isinstance(a, torch.Tensor)
-                             and a.dtype == torch.int32 else a for i, a in enumerate(args))
-                if kwargs and isinstance(kwargs.get("index"), torch.Tensor):
-                    kwargs = {**kwargs, "index": kwargs["index"].long()}
-            return func(*args, **(kwargs or {}))
+        def wide(index):
+            return index.long() if isinstance(index, torch.Tensor) and \
+                index.dtype == torch.int32 else index
 
-    return Int32Indices()
+        real = (torch.Tensor.index_copy_, torch.Tensor.index_copy, torch.index_copy)
+
+        def index_copy_(self, dim, index, source, **kwargs):
+            return real[0](self, dim, wide(index), source, **kwargs)
+
+        def index_copy(self, dim, index, source, **kwargs):
+            return real[1](self, dim, wide(index), source, **kwargs)
+
+        def torch_index_copy(input, dim, index, source, **kwargs):
+            return real[2](input, dim, wide(index), source, **kwargs)
+
+        self._real = real
+        self._wide = (index_copy_, index_copy, torch_index_copy)
+        self._depth = 0
+
+    def _install(self, functions) -> None:
+        import torch
+
+        torch.Tensor.index_copy_, torch.Tensor.index_copy, torch.index_copy = functions
+
+    def __enter__(self):
+        if not self._depth:
+            self._install(self._wide)
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self._depth -= 1
+        if not self._depth:
+            self._install(self._real)
 
 
 def _map_tensors(value, fn):

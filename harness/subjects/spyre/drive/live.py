@@ -24,6 +24,14 @@ class LiveStep:
     values: list
 
 
+def kv_grid(session: BuilderSession):
+    """The dtype live K/V are drawn on: the cache pages' where they are a float8 (the commit
+    stores K / k_scale at its k_scale, 1.0 for a model without a KV-cache scheme, so a value on
+    the grid is stored exactly), else None (the model dtype's own)."""
+    dtype = session.cache.dtype
+    return dtype if dtype.is_floating_point and dtype.itemsize == 1 else None
+
+
 def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
     """Build ``step`` through the subject and make its inputs on ``device`` (random, seeded)."""
     import torch
@@ -39,8 +47,16 @@ def live_step(session: BuilderSession, step, device, seed: int = 0) -> LiveStep:
     def rand(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
 
-    keys = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
-    values = [rand(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
+    grid = kv_grid(session)
+
+    def kv(*shape):
+        # on the cache's own grid where it is coarser than the model's (an FP8 cache), so the
+        # pages hold exactly what the oracle reads
+        drawn = rand(*shape)
+        return drawn if grid is None else drawn.to(grid).to(dtype)
+
+    keys = [kv(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
+    values = [kv(s.seq_len, c.num_kv_heads, c.head_size) for s in step]
     slots = []
     for i, s in enumerate(step):
         t = torch.arange(s.seq_len)
@@ -80,10 +96,19 @@ def run_forward(session: BuilderSession, live: LiveStep):
         p.mode = "run"
         p.calls.clear()
     try:
-        session.impl.forward(session.layer, live.query, live.query, live.query, live.kv_cache,
-                             live.metadata, live.output)
+        session.call_impl(live.query, live.kv_cache, live.metadata, live.output)
     except (NotDrivable, KernelRaised):
         raise
     except Exception as exc:
         raise session.raised(f"{IMPL_CLASS}.forward()", exc) from None
     return live.output
+
+
+def reached_keys(session: BuilderSession, live: LiveStep) -> tuple:
+    """The compile keys the last :func:`run_forward` on ``live`` reached, each kernel call read
+    by its path (:mod:`harness.subjects.spyre.drive.paths`)."""
+    from harness.subjects.spyre.drive.paths import read_step
+
+    calls = [c for p in session.proxies for c in p.calls]
+    return tuple(read_step(calls, live.step, live.metadata, session.config.block_size,
+                           lambda step, metadata: "").keys)

@@ -43,6 +43,8 @@ from harness.subjects.load.loader import (
     where,
 )
 from harness.subjects.load.vllm_standins import Attention
+from harness.subjects.spyre.drive.batching import Batching, probe
+from harness.subjects.spyre.drive.commit_env import CommitEnv
 from harness.subjects.spyre.drive.engine_config import (
     construct,
     engine_vllm_config,
@@ -50,8 +52,8 @@ from harness.subjects.spyre.drive.engine_config import (
 )
 from harness.subjects.spyre.drive.errors import NotDrivable
 from harness.subjects.spyre.drive.kernel_proxy import KernelProxy, intercepted_compile
-from harness.subjects.spyre.drive.kv_cache import KvCache
-from harness.subjects.spyre.drive.paths import LAYOUT_KNOB, backend_for, read_step
+from harness.subjects.spyre.drive.kv_cache import KvCache, pages_dtype
+from harness.subjects.spyre.drive.paths import LAYOUT_KNOB, backend_for, batched, read_step
 from harness.subjects.spyre.drive.steps import (
     common_metadata,
     setup_step,
@@ -65,6 +67,9 @@ BUILDER_CLASS = "SpyreAttentionMetadataBuilder"
 IMPL_CLASS = "SpyreAttentionImpl"
 #: The one attention layer a session drives (its name in the engine's forward context).
 LAYER_NAME = "model.layers.0.self_attn.attn"
+#: The commit's own compile guard (newer commits), with the names spyre-bench arms it by.
+GUARD_MODULE = "spyre_inference.v1.worker.compile_guard"
+GUARD_NAMES = ("arm", "disarm", "CompileGuardLevel", "UnexpectedCompileError")
 
 
 def _accessor(backend, name: str):
@@ -90,6 +95,9 @@ class BuilderSession:
         self.transfers: TransferLog | None = None
         self.cache: KvCache | None = None
         self.layer = None
+        #: The commit's own values of its path-choosing knobs (read when the load opens).
+        self.env: CommitEnv | None = None
+        self._batching: Batching | None = None
         #: The engine's one-time transfers (staging, set-up), found by :meth:`warm_up`.
         self.setup: list[Transfer] | None = None
         self._stack = contextlib.ExitStack()
@@ -109,15 +117,19 @@ class BuilderSession:
     def _open(self) -> None:
         import torch
 
-        dotted, backend_name = backend_for(self.overrides)
-        rel = module_path(dotted)
-        if not self.tree.has(rel):
-            layout = self.overrides.knobs.get(LAYOUT_KNOB)
-            raise NotDrivable(f"{self.origin}: no {rel}" + (
-                f" (the backend {LAYOUT_KNOB}={layout} selects)" if layout else ""))
         standins = vllm_standins(self.handler)
         caught = self._stack.enter_context(isolated(self.overrides.as_env(), self.tree,
                                                     standins))
+        # the path is the commit's own choice: its env's value for each knob, its default where
+        # none is given (a default run never mixes the harness's defaults with the commit's)
+        self.env = CommitEnv.read()
+        dotted, backend_name = backend_for(self.env.layout)
+        rel = module_path(dotted)
+        if not self.tree.has(rel):
+            given = self.overrides.knobs.get(LAYOUT_KNOB)
+            raise NotDrivable(f"{self.origin}: no {rel}" + (
+                f" (the backend {LAYOUT_KNOB}={self.env.layout} selects"
+                + ("" if given else ", the commit's default") + ")" if self.env.layout else ""))
         with intercepted_compile(self.proxies):
             try:
                 module = importlib.import_module(dotted)
@@ -169,7 +181,8 @@ class BuilderSession:
             raise NotDrivable(f"{self.origin}: constructing {BUILDER_CLASS}/{IMPL_CLASS} for "
                               f"{c.label()} failed: {type(exc).__name__}: {exc}"
                               f"{where(exc, self.tree)}") from None
-        self.cache = KvCache(c, self.backend, self.layer, self.origin)
+        self.cache = KvCache(c, self.backend, self.layer, self.origin,
+                             pages_dtype(self.impl_cls, spec, self.origin, self.tree))
         #: What the commit's code warned while its backend loaded and its builder (with the
         #: bucketer it makes) was built, once each: its log, and Python warnings its own files
         #: raised (not torch's, met along the way).
@@ -195,6 +208,55 @@ class BuilderSession:
                               "ladders (_num_seqs_buckets, _num_blocks_buckets) nor a bucketer "
                               "with num_seqs_buckets / num_blocks_buckets")
         return tuple(map(int, ladders[0])), tuple(map(int, ladders[1])), "bucketer"
+
+    @property
+    def compile_guard(self):
+        """The commit's compile guard module where its backend loaded one (and so registered its
+        kernels with it), else None."""
+        guard = sys.modules.get(GUARD_MODULE)
+        if guard is None or not all(hasattr(guard, n) for n in GUARD_NAMES):
+            return None
+        return guard
+
+    @property
+    def batched_on(self) -> bool:
+        """The commit's own batched-decode switch (the override, where its envs.py has none)."""
+        on = self.env.batched_decode if self.env is not None else None
+        return self.overrides.batched_decode if on is None else on
+
+    @property
+    def batching(self) -> Batching:
+        """When the commit batches decodes at this config (:mod:`.batching`), found once."""
+        if self._batching is None:
+            constant = getattr(self.module, "_MIN_BATCHED_SEQS", None)
+            self._batching = probe(self, self.batched_on, constant if isinstance(constant, int)
+                                   and not isinstance(constant, bool) else None)
+        return self._batching
+
+    def recorded_warmup(self) -> tuple | None:
+        """The compile keys the commit's own warmup compiles (its impl's ``record_graphs``, its
+        kernels recorded, nothing compiled) where its bucketer's variants do not describe the
+        path (jagged attention records its plan variants); None elsewhere."""
+        record = getattr(self.impl, "record_graphs", None)
+        if not self.env.jagged or not callable(record):
+            return None
+        if self.setup is None:
+            self.setup = self.warm_up()
+        self.transfers.copy = False
+        for p in self.proxies:
+            p.mode = "record"
+            p.calls.clear()
+        cache = self.kv_cache(None, 1, placeholder=True)
+        try:
+            record(self.layer, cache, self.builder)
+        except NotDrivable:
+            raise
+        except Exception as exc:
+            raise self.raised(f"{IMPL_CLASS}.record_graphs()", exc) from None
+        calls = [c for p in self.proxies for c in p.calls]
+        keys = read_step(calls, (), None, self.config.block_size, lambda s, m: "").keys
+        self.release()
+        return tuple(sorted(set(keys)))
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -225,13 +287,29 @@ class BuilderSession:
             p.calls.clear()
         self.transfers.name_fields(metadata, clear=False)
         try:
-            self.impl.forward(self.layer, query, query, query, kv_cache, metadata, output)
+            self.call_impl(query, kv_cache, metadata, output)
         except NotDrivable:
             raise
         except Exception as exc:
             raise self.raised(f"{IMPL_CLASS}.forward()", exc) from None
         calls = [c for p in self.proxies for c in p.calls]
         return calls, self.transfers.counts()
+
+    def call_impl(self, query, kv_cache, metadata, output) -> None:
+        """One layer of the impl's forward, called as the engine calls it: where the commit's
+        ``attn_layer`` has taken the layer over (its ``install`` bound the layer's forward) and
+        the impl has staging buffers, the query is staged into them and the output copied back,
+        as that forward does, so the kernels see the buffers (and shapes) warmup traced them
+        with; otherwise the step's own tensors."""
+        staging = getattr(self.impl, "staging_buffers", None)
+        if not callable(staging) or "forward" not in vars(self.layer):
+            self.impl.forward(self.layer, query, query, query, kv_cache, metadata, output)
+            return
+        q_in, out_buf = staging(query.device)
+        rows = query.shape[0]
+        q_in[:rows] = query
+        self.impl.forward(self.layer, q_in, query, query, kv_cache, metadata, out_buf)
+        output.copy_(out_buf[:rows])
 
     def release(self) -> None:
         """Drop what the last forward recorded (its kernel arguments are the step's tensors,
@@ -240,7 +318,7 @@ class BuilderSession:
             p.calls.clear()
         if self.transfers is not None:
             self.transfers.clear()
-            self.transfers.names.clear()
+            self.transfers.forget()
 
     def kv_cache(self, device, pages: int, placeholder: bool = False):
         """The session's one K/V cache (:class:`KvCache`), bound to its layer on first use."""
@@ -271,21 +349,26 @@ class BuilderSession:
         from harness.model.cost import StepCost
         from harness.model.dispatch import Dispatch
 
-        if self.setup is None:
-            self.setup = self.warm_up()
-        calls, transfers, metadata = self._drive(step, seed)
-        read = read_step(calls, step, metadata, self.config.block_size, self.overrides,
-                         self.module)
+        calls, transfers, metadata = self.drive(step, seed)
+        read = read_step(calls, step, metadata, self.config.block_size,
+                         lambda s, m: batched.declined(s, m, self.batched_on, self.batching))
         h2d = Counter()
         for t, n in transfers.items():
             h2d[t.name] += t.bytes * n
         return StepCost(
             dispatch=Dispatch(read.n_batched, read.reason, per_sequence=tuple(read.per_sequence),
-                              **read.fields),
+                              jagged=read.jagged, **read.fields),
             iterations_per_layer=read.iterations, launches_per_layer=len(calls),
             real_kv_tokens=sum(s.seq_len for s in step), padded_kv_slots=read.padded,
             decode_tokens=sum(1 for s in step if s.is_decode), h2d=dict(h2d),
             transfers=sum(transfers.values()), keys=tuple(read.keys)), transfers
+
+    def drive(self, step, seed: int = 0):
+        """Build and forward ``step`` with recorded kernels, the engine's one-time set-up done
+        first (:meth:`warm_up`): (kernel calls, transfers, metadata)."""
+        if self.setup is None:
+            self.setup = self.warm_up()
+        return self._drive(step, seed)
 
     def _drive(self, step, seed: int):
         """Build and forward ``step`` with recorded kernels: (kernel calls, transfers, metadata)."""

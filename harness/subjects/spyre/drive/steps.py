@@ -28,6 +28,13 @@ def setup_step(config: EngineConfig) -> tuple:
     return tuple([Seq(length, 1)] * decodes + [Seq(min(2, config.max_model_len), 2)])
 
 
+def one_block_decodes(config: EngineConfig, n: int) -> tuple:
+    """``n`` decodes of one block each (a step every builder can batch, if it batches ``n``)."""
+    from harness.workloads import Seq
+
+    return tuple([Seq(min(config.block_size, config.max_model_len), 1)] * n)
+
+
 def step_pages(step, block_size: int) -> int:
     """K/V pages a step's sequences use, with vLLM's null page 0."""
     return 1 + sum(ceil_div(s.seq_len, block_size) for s in step)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from harness.subjects.load import torch_spyre_standins
 from harness.subjects.load.loader import SourceTree, where
 from harness.subjects.spyre.drive.errors import NotDrivable
 
 CONVERT_MODULE = "spyre_inference.custom_ops.utils"
+#: Where torch-spyre's device layouts live (the stand-in reports each placement made with one).
+PLACEMENT_MODULE = "torch_spyre._C"
 
 
 @dataclass(frozen=True)
@@ -20,10 +23,10 @@ class Transfer:
     bytes: int
 
 
-def _caller_name(known: dict) -> str:
-    """The subject's function that called convert (past comprehensions and lambdas); ``known``:
-    code object -> name, for the functions met before."""
-    frame = sys._getframe(2)
+def _caller_name(known: dict, depth: int = 2) -> str:
+    """The subject's function that called convert (past comprehensions and lambdas; ``depth``
+    frames up from here); ``known``: code object -> name, for the functions met before."""
+    frame = sys._getframe(depth)
     while frame is not None:
         code = frame.f_code
         name = known.get(code)
@@ -66,25 +69,51 @@ class TransferLog:
         #: (name, torch.Size, torch dtype, bytes) -> calls
         self._counts: dict[tuple, int] = {}
         self.names: dict[int, str] = {}
+        #: storage address -> name, of the metadata's own tensor fields: a view of one (the
+        #: head-major mirror reshapes its chunk index and mask) is named after the field
+        self.storages: dict[int, str] = {}
         #: code object -> function name, of the subject's functions that called convert
         self._callers: dict = {}
 
     def __call__(self, tensor, *args, **kwargs):
         if tensor is None:   # the real convert passes None through: no transfer
             return self.convert(tensor, *args, **kwargs)
-        # named after the metadata field holding it, else after the subject's function that
-        # made the copy (kv_write_index, _staging_buffers, ...)
-        name = self.names.get(id(tensor)) or _caller_name(self._callers)
-        key = (name, tensor.shape, tensor.dtype, tensor.nbytes)
-        counts = self._counts
-        counts[key] = counts.get(key, 0) + 1
+        self._count(tensor, 3)
         if self.copy:
             return self.convert(tensor, *args, **kwargs)
         dtype = kwargs.get("dtype")
         return tensor if dtype is None or dtype == tensor.dtype else tensor.to(dtype)
 
+    def _count(self, tensor, depth: int) -> None:
+        # named after the metadata field holding it, else after the subject's function that
+        # made the copy (kv_write_index, _staging_buffers, ...), ``depth`` frames up
+        name = (self.names.get(id(tensor)) or self._storage_name(tensor)
+                or _caller_name(self._callers, depth))
+        key = (name, tensor.shape, tensor.dtype, tensor.nbytes)
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+
+    def _storage_name(self, tensor) -> str | None:
+        if not self.storages:
+            return None
+        try:
+            address = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return None
+        return self.storages.get(address) if address else None
+
+    def placed(self, tensor) -> None:
+        """A tensor the subject placed with ``Tensor.to(device, device_layout=...)`` (the
+        torch-spyre stand-in reports it): one transfer, though not through ``convert``."""
+        self._count(tensor, 4)
+
     def clear(self) -> None:
         self._counts.clear()
+
+    def forget(self) -> None:
+        """Drop the names of the last step's tensors (an address may be reused by the next)."""
+        self.names.clear()
+        self.storages.clear()
 
     def counts(self) -> dict[Transfer, int]:
         """The transfers since the last :meth:`clear`: each kind and how many times."""
@@ -94,7 +123,7 @@ class TransferLog:
     def name_fields(self, metadata, clear: bool = True) -> None:
         """Name tensors after the metadata attribute (or dict key) that holds them."""
         if clear:
-            self.names.clear()
+            self.forget()
         import torch
 
         tensor, name_of = torch.Tensor, self.names.setdefault
@@ -120,6 +149,9 @@ class TransferLog:
 
         for attr, value in vars(metadata).items():
             visit(value, attr.removesuffix("_cpu"))
+            if isinstance(value, tensor) and value.numel():
+                self.storages.setdefault(value.untyped_storage().data_ptr(),
+                                         attr.removesuffix("_cpu"))
 
 
 def wrap_convert(origin: str, tree: SourceTree) -> TransferLog:
@@ -143,4 +175,7 @@ def wrap_convert(origin: str, tree: SourceTree) -> TransferLog:
     for name, mod in list(sys.modules.items()):
         if name.startswith("spyre_inference") and getattr(mod, "convert", None) is convert:
             mod.convert = transfers
+    placements = sys.modules.get(PLACEMENT_MODULE)
+    if placements is not None and hasattr(placements, torch_spyre_standins.MARK):
+        setattr(placements, torch_spyre_standins.ON_PLACEMENT, transfers.placed)
     return transfers

@@ -37,19 +37,28 @@ def read(calls: list[KernelCall], step, metadata, block_size: int, into: StepFig
         into.n_batched = min(b_seqs, built if isinstance(built, int) and built > 0 else leading)
 
 
-def reason(step, metadata, figures: StepFigures, overrides, module) -> str:
-    """Why a step took its path, from the env and what the builder left in its metadata
-    (``module``: the commit's backend module, whose ``_MIN_BATCHED_SEQS`` is the minimum)."""
-    if figures.batched:
-        return "batched" if figures.n_batched >= len(step) else "decode prefix batched"
-    if not overrides.batched_decode:
+def served(step, figures: StepFigures) -> str:
+    return "batched" if figures.n_batched >= len(step) else "decode prefix batched"
+
+
+def declined(step, metadata, batched_on: bool, batching) -> str:
+    """Why a step ran no batched call, from the commit's own switch, what its builder left in
+    the metadata and what driving it showed (``batching``: a
+    :class:`harness.subjects.spyre.drive.batching.Batching`): the builder declined, or it
+    prepared the call and the impl declined it."""
+    from harness.subjects.spyre.drive.batching import PREPARED
+
+    if not batched_on:
         return "SPYRE_BATCHED_DECODE off"
-    minimum = getattr(module, "_MIN_BATCHED_SEQS", None)
     decodes = next((i for i, s in enumerate(step) if not s.is_decode), len(step))
     built = getattr(metadata, "num_decode_seqs", None)
     if isinstance(built, int) and built < decodes:
         prefills = sum(1 for s in step if not s.is_decode)
         return f"{prefills} prefill sequence(s) in the batch"
+    if getattr(metadata, PREPARED, None) is not None:
+        why = batching.impl_declines or "its forward made no batched call"
+        return f"impl declined the batched path the builder prepared: {why}"
+    minimum = batching.minimum
     if isinstance(minimum, int) and decodes < minimum:
         return f"{decodes} decode(s) < minimum {minimum}"
     return f"builder declined the batched path ({decodes} leading decodes)"

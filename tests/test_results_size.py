@@ -1,0 +1,118 @@
+"""Results files without blanks (harness.store.compact), sidecars too, whole means as ints: the
+same data through ASV's own API and the pandas loader, old files (ASV's blanks, indented
+sidecars) read as before."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+
+import pytest
+from asv.results import Results, get_filename
+from asv.runner import BenchmarkResult
+
+from benchmarks.exact import _stored
+from harness.store.compact import compact_results
+from harness.store.history import load_history
+from harness.store.identity import Identity, read
+
+MACHINE = "box"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+ENV = "spyre-bench-py3.11-cpu"
+PARAMS = {"machine": MACHINE, "arch": "x86_64", "cpu": "c", "num_cpu": "2", "os": "Linux",
+          "ram": "1", "python": "3.11"}
+
+
+def _benchmark(name: str, params: list) -> dict:
+    return {"name": name, "params": params, "param_names": [f"p{i}" for i in range(len(params))],
+            "version": "v1", "type": "track" if "track_" in name else "time", "unit": "x"}
+
+
+def _asv_file(results_dir) -> str:
+    """A results file as ASV's Results.save writes it (blanks after , and :): exact values of
+    every kind (int, float, NaN = skipped, None = failed) and a timing with raw samples."""
+    r = Results(PARAMS, {}, COMMIT, 1735689600000, "3.11", ENV, {})
+    started = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    exact = _benchmark("exact.Workload.track_padded_slots_per_real_token",
+                       [["64", "192"], ["'a'", "'b'"]])
+    values = [3.835815474028333, 12, math.nan, None]
+    r.add_result(exact, BenchmarkResult(result=values, samples=[None] * 4, number=[None] * 4,
+                                        errcode=1, stderr="one failed", profile=None),
+                 started_at=started, duration=0.25, record_samples=True)
+    timed = _benchmark("kernel.Decode.time_layer", [["'small-4x8'"]])
+    samples = [0.0005531319998226536, 0.000557724999907805, 0.0006035000001247681]
+    r.add_result(timed, BenchmarkResult(result=[0.000557724999907805], samples=[samples],
+                                        number=[1], errcode=0, stderr="", profile=None),
+                 started_at=started, duration=3.5, record_samples=True)
+    r.save(str(results_dir))
+    return get_filename(MACHINE, COMMIT, ENV)
+
+
+def _machine(results_dir) -> None:
+    (results_dir / MACHINE).mkdir(parents=True, exist_ok=True)
+    (results_dir / MACHINE / "machine.json").write_text(json.dumps({**PARAMS, "version": 1}))
+
+
+def _loaded(path) -> dict:
+    r = Results.load(str(path))
+    return {k: getattr(r, k) for k in ("_results", "_benchmark_params", "_benchmark_version",
+                                       "_started_at", "_duration", "_samples", "_stats",
+                                       "_profiles", "_params", "_commit_hash", "_date")}
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def test_a_compacted_file_is_the_same_results_to_asv_and_to_pandas(tmp_path):
+    plain, compact = tmp_path / "plain", tmp_path / "compact"
+    name = _asv_file(plain)
+    _asv_file(compact)
+    for folder in (plain, compact):
+        _machine(folder)
+    before = (compact / name).read_bytes()
+    assert b", " in before and b": " in before                 # ASV's blanks
+    assert compact_results(compact / name)
+    after = (compact / name).read_bytes()
+    assert after.count(b", ") == after.count(b": ") == 0 and b"NaN" in after
+    assert len(after) < len(before)
+    assert _canonical(_loaded(compact / name)) == _canonical(_loaded(plain / name))
+    a, b = load_history(plain), load_history(compact)
+    drop = ["file"]
+    assert _canonical(a.drop(columns=drop).to_dict("records")) == \
+        _canonical(b.drop(columns=drop).to_dict("records"))
+    assert not compact_results(compact / name)              # compact already: untouched
+
+
+@pytest.mark.parametrize("content", [b'{"not": "results"}', b"{", b""])
+def test_anything_but_a_readable_results_file_is_left_alone(tmp_path, content):
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    assert not compact_results(path) and path.read_bytes() == content
+    assert not compact_results(tmp_path / "absent.json")
+
+
+def test_a_sidecar_is_written_without_blanks_and_an_indented_one_reads_as_before(tmp_path):
+    ident = Identity(subject="git:repo@abc", commit="abc", interrupted=False,
+                     ladders=[{"config": {"block_size": 64}, "ladders": {"kv": [64, 128]}}])
+    ident.write(tmp_path / "abc.json")
+    text = (tmp_path / "abc.identity").read_text()
+    assert "\n" not in text and ", " not in text and ": " not in text
+    assert dataclasses.asdict(read(tmp_path / "abc.json")) == dataclasses.asdict(ident)
+    (tmp_path / "old.identity").write_text(json.dumps(json.loads(text), indent=1))
+    assert dataclasses.asdict(read(tmp_path / "old.json")) == dataclasses.asdict(ident)
+
+
+@pytest.mark.parametrize("value,stored", [(5499.0, 5499), (2887.5, 2887.5), (0.0, 0), (7, 7),
+                                          (-3.0, -3), (2.0 ** 60, 2.0 ** 60)])
+def test_a_whole_mean_is_stored_as_the_int_it_equals(value, stored):
+    out = _stored(value)
+    assert out == value and type(out) is type(stored) and out == stored
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_nan_and_inf_stay_floats(value):
+    out = _stored(value)
+    assert isinstance(out, float) and (out != out or out == value)
