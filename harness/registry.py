@@ -40,6 +40,8 @@ class BenchmarkDef:
 
     #: The figure's name in comparisons: a harness.metrics name, or the benchmark's own name.
     figure: str = ""
+    #: How a finding names a timed figure in words ("host build() per step"); empty: by name.
+    label: str = ""
 
     def __post_init__(self):
         if not self.figure:
@@ -102,6 +104,15 @@ def _all() -> dict[str, BenchmarkDef]:
                      "workload's steps, on the commit's default path"),
         BenchmarkDef("kernel.CompileTime.track_compile_seconds", "seconds", False,
                      "seconds to compile a probe's kernels with inductor from a cold cache"),
+        BenchmarkDef("host.Build.time_build", "seconds", False,
+                     "CPU seconds the subject's own metadata builder's build() takes per step of "
+                     "a workload on an attention path (the host work before every step)",
+                     label="host build() per step"),
+        BenchmarkDef("host.Forward.time_forward", "seconds", False,
+                     "CPU seconds one layer of the subject's own attention forward() takes per "
+                     "step of a workload on an attention path, outside its kernels (dispatch "
+                     "and launch work)",
+                     label="host forward() per layer outside the kernels"),
     ]
     return {d.name: d for d in defs}
 
@@ -118,6 +129,12 @@ def is_exact(benchmark: str) -> bool:
     """Whether a stored series is compared exactly; an unknown benchmark is not."""
     found = lookup(benchmark)
     return found is not None and found.exact
+
+
+def label_of(benchmark: str) -> str:
+    """How findings name a benchmark in words, or "" where it has no such name."""
+    found = lookup(benchmark)
+    return found.label if found is not None else ""
 
 
 def unit_of(figure: str) -> str:

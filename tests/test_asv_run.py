@@ -16,7 +16,8 @@ from tests.fixtures.spyre_repo import BUCKETER
 from tests.fixtures.spyre_sources import held_bucketer
 
 BENCH = (r"^(exact\.(Config\.track_batched_num_blocks_distinct"
-         r"|Workload\.track_iterations_per_layer_mean)\(|kernel\.Decode\.time_layer\('small-4x8'\))")
+         r"|Workload\.track_iterations_per_layer_mean)\(|kernel\.Decode\.time_layer\('small-4x8'\)"
+         r"|host\.Build\.time_build\('bimodal', '(batched|jagged)'\))")
 
 
 def run_cli(*args, home, check=True, **kwargs):
@@ -75,6 +76,23 @@ def test_timings_keep_their_raw_samples(measured):
                     & (frame.commit == repo.commits["no-bucketer"])
                     & (frame["param:probe"] == "small-4x8")]
     assert list(skipped.status) == ["skipped"]
+
+
+def test_host_build_times_are_stored_per_workload_and_path(measured):
+    repo, names, tmp, proc = measured
+    frame = load_history(tmp / "results")
+    rows = frame[frame.benchmark == "host.Build.time_build"]
+    timed = rows[rows.status == "ok"]
+    assert set(timed["param:path"]) == {"batched"} and set(timed["param:workload"]) == {"bimodal"}
+    assert set(timed.commit) == {repo.commits[n] for n in names[1:]}
+    for _, row in timed.iterrows():
+        assert row["unit"] == "seconds" and len(row["samples"]) >= 4   # a step per sample
+        assert min(row["samples"]) <= row["value"] <= max(row["samples"])
+    # a path whose knob the commit's env does not know: a skip, its reason kept
+    jagged = rows[(rows["param:path"] == "jagged") & (rows["param:workload"] == "bimodal")]
+    assert len(jagged) == len(names) and set(jagged.status) == {"skipped"}
+    identity = load_identity(timed.iloc[0]["file"])
+    assert any("SPYRE_JAGGED_ATTENTION" in s["reason"] for s in identity["skipped"])
 
 
 def test_a_missing_capability_is_a_skip_with_its_reason(measured):

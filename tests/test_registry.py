@@ -11,9 +11,10 @@ import sys
 from harness.registry import REGISTRY, BenchmarkDef, is_exact, is_timed, lookup, unit_of
 
 DISCOVER = """
-import json, inspect, benchmarks.exact as e, benchmarks.kernel as k
+import importlib, inspect, json, pkgutil, benchmarks
 out = {}
-for mod in (e, k):
+for info in pkgutil.iter_modules(benchmarks.__path__):
+    mod = importlib.import_module(f"benchmarks.{info.name}")
     for cname, cls in inspect.getmembers(mod, inspect.isclass):
         if cls.__module__ != mod.__name__:
             continue

@@ -124,7 +124,8 @@ def _said_place(at: str, items: list[dict]) -> None:
 HEAD = re.compile(r"^(?:regression|improvement|trade-off|change|acknowledged change) "
                   r"(?:in the default config \(no env override\)|in every env compared|under .+?)"
                   r"(?: at (?P<at>.*?))? × (?P<n>\d+) configs: ")
-TIMED = re.compile(r"^timing (?:regression|improvement)(?: \(advisory\))?: \S+ at (?P<at>.+?): "
+TIMED = re.compile(r"^timing (?:regression|improvement)(?: \(advisory\))?: "
+                   r"(?:host \S+ per [a-z ]+?|\S+) at (?P<at>.+?): "
                    r"\d+\.\d\d×")
 
 

@@ -100,6 +100,8 @@ class TimingChange:
     base: list[float]
     head: list[float]
     verdict: Verdict
+    #: Where each side's time went (host build(): harness.measure.host_profile), or None.
+    profile: dict | None = None
 
 
 @dataclass
@@ -208,7 +210,9 @@ def as_document(c: Comparison) -> dict:
                                  "ci": [_finite(x) for x in t.verdict.ci],
                                  "p_value": _finite(t.verdict.p_value),
                                  "advice": t.verdict.advice,
-                                 **_paired(t.verdict)}} for t in c.timings],
+                                 **_paired(t.verdict)},
+                     **({"profile": t.profile} if t.profile is not None else {})}
+                    for t in c.timings],
         "timings_measured": c.timings_measured, "timing_advisory": c.timing_advisory,
         "timing_notes": list(c.timing_notes),
         "oracle": None if c.oracle is None else {"matched": c.oracle[0], "checked": c.oracle[1]},

@@ -14,6 +14,7 @@ from harness.analyze.comparison import (
     Comparison,
     LadderChange,
     Side,
+    TimingChange,
     add_timings,
     knob_changes,
     number_or_none,
@@ -25,6 +26,7 @@ from harness.subjects.base import Subject
 from harness.workloads import WorkloadSpec
 
 if TYPE_CHECKING:  # harness.measure imports torch; exact comparisons never need it
+    from harness.measure.host_run import HostRun
     from harness.measure.interleaved import KernelRun
 
 
@@ -120,6 +122,12 @@ def _commit(subject: Subject) -> str | None:
         else None
 
 
+#: Why ``compare --timings`` timed nothing between two commits of one code (harness.worker.same_code).
+SAME_CODE = ("timings not measured: base and head are different commits that run the same code "
+             "(one attention closure by content: a change to docs, tests or modules no load "
+             "reaches), so every timing between them is an A/A; the oracle still checked both")
+
+
 def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     """Add what harness.measure.interleaved found (oracle, mismatches, timings) and judge it."""
     from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
@@ -143,3 +151,23 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
         comparison.timing_notes.append(
             f"busy host: other processes used {run.busiest_cores:.2f} cores while timing; "
             "verdicts are advisory (rerun on a quiet machine)")
+
+
+def add_host_run(comparison: Comparison, run: HostRun) -> None:
+    """Add what harness.measure.host_run found (host time of build() and forward(), each with
+    its sampler's verdict and, for build(), each side's profile)."""
+    from harness.measure.timing import BUSY_HOST_CORES
+    comparison.lost += run.lost
+    comparison.skipped += run.skipped
+    if run.factor is not None:
+        comparison.factor = run.factor
+    for benchmark, params, unit, base, head, verdict, profile in run.timings:
+        comparison.timings.append(TimingChange(benchmark, params, unit, list(base), list(head),
+                                               verdict, profile))
+    comparison.timings_measured = True
+    comparison.timing_notes += run.notes
+    if run.busiest_cores > BUSY_HOST_CORES and not comparison.timing_advisory:
+        comparison.timing_advisory = True
+        comparison.timing_notes.append(
+            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing host "
+            "probes; verdicts are advisory (rerun on a quiet machine)")

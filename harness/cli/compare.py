@@ -18,7 +18,8 @@ two ways to name the sides:
   BASE HEAD              commits (or unique prefixes) with stored results in --results-dir
   --base SPEC --head SPEC  subjects evaluated now (reference:..., git:<repo>@<rev>, path:...):
                          exact figures over the config matrix (default: the quick tier), plus
-                         kernel timings measured interleaved on this machine with --timings
+                         kernel and host timings measured interleaved on this machine with
+                         --timings
 
 exact figures (ladders, compile keys, iterations, padding, host-to-device bytes) are compared
 exactly: any change is reported in both directions. Timings are judged by the ratio of medians AND
@@ -85,11 +86,14 @@ def register(sub) -> None:
                              "graphs), incomparable (default %(default)s; '' never fails)")
     judged.add_argument("--timings", action="store_true",
                         help="with --base/--head: check each side's kernel against the oracle "
-                             "and time the quick tier's probes on this machine, interleaved")
+                             "and time the quick tier's probes on this machine, interleaved; "
+                             "and time each side's own build() and forward() on the host, per "
+                             "workload and attention path, interleaved the same way")
     judged.add_argument("--timing-seconds", type=options.number(above=0, most=3600),
                         default=None, metavar="S",
                         help="with --timings: bound on the adaptive sampler's seconds per probe "
-                             "(default 30; rounds stop earlier once the verdict is clear)")
+                             "(default 30 for a kernel probe, 10 for a host one; rounds stop "
+                             "earlier once the verdict is clear)")
     judged.add_argument("--cold-cache", action="store_true",
                         help="with --timings: evict the last-level cache (a buffer twice the L3, "
                              "or the GPU's L2) before every timed call, for memory-bound kernels")
@@ -125,8 +129,9 @@ def _judging(args) -> dict:
     return kw
 
 
-def _plan(args):
-    """The adaptive sampler's plan from --factor, --alpha, --timing-seconds, --cold-cache."""
+def _plan(args, seconds_default: float | None = None):
+    """The adaptive sampler's plan from --factor, --alpha, --timing-seconds, --cold-cache (its
+    bound per probe ``seconds_default`` when --timing-seconds is not given, else the plan's)."""
     from harness.measure.sampler import PR_FACTOR, Plan
     judging = _judging(args)
     seconds = getattr(args, "timing_seconds", None)
@@ -135,6 +140,7 @@ def _plan(args):
     plan = Plan(factor=judging.get("factor", PR_FACTOR), cold=getattr(args, "cold_cache", False))
     if "alpha" in judging:
         plan = dataclasses.replace(plan, alpha=judging["alpha"])
+    seconds = seconds or seconds_default
     return dataclasses.replace(plan, max_seconds=seconds) if seconds else plan
 
 
@@ -142,6 +148,7 @@ def comparison_from_args(args):
     """The Comparison the arguments describe (shared with ``spyre-bench comment``)."""
     from harness.analyze.stored import compare_stored
     from harness.analyze.subjects_now import compare_subjects
+    from harness.worker import same_code
     if args.commits and (args.base or args.head or args.subject):
         raise ConfigError("give either BASE HEAD commits or --base/--head subjects, not both")
     if args.commits:
@@ -159,13 +166,21 @@ def comparison_from_args(args):
     base, head = options.subjects(args)
     if not args.tier and not any((args.block_size, args.max_model_len, args.max_num_seqs)):
         args.tier = "quick"
-    cases = options.cases(args)
+    cases, specs = options.cases(args), options.workloads(args)
     options.check_knobs([base, head], cases)
-    comparison = compare_subjects(base, head, cases, options.workloads(args), **_judging(args))
-    if args.timings:
-        from harness.analyze.subjects_now import add_kernel_run
+    comparison = compare_subjects(base, head, cases, specs, **_judging(args))
+    if args.timings and same_code(base, head):
+        from harness.analyze.subjects_now import SAME_CODE, add_kernel_run
+        from harness.measure.interleaved import check_kernels
+        add_kernel_run(comparison, check_kernels(base, head))
+        comparison.timing_notes.append(SAME_CODE)
+    elif args.timings:
+        from harness.analyze.subjects_now import add_host_run, add_kernel_run
+        from harness.measure.host_run import HOST_SECONDS, time_host
         from harness.measure.interleaved import time_subjects
         add_kernel_run(comparison, time_subjects(base, head, plan=plan))
+        add_host_run(comparison, time_host(base, head, cases, specs,
+                                           _plan(args, seconds_default=HOST_SECONDS)))
     elif args.oracle:
         from harness.analyze.subjects_now import add_kernel_run
         from harness.measure.interleaved import check_kernels

@@ -31,8 +31,9 @@ def register(sub) -> None:
                     "different clones line up. With no REVISION and no --repo this is the main "
                     "job: the embedded reference subject (pre-#810 and #810 as merged), quick "
                     "tier, offline, on this machine's device, ending with their comparison (exact "
-                    "figures from the stored results, kernel timings of the two measured again "
-                    "interleaved, as `compare --timings` does).",
+                    "figures from the stored results, kernel timings (and, for commits with a "
+                    "builder of their own, host timings) of the two measured again interleaved, "
+                    "as `compare --timings` does).",
         epilog="examples:\n"
                "  spyre-bench run                                  # the main job\n"
                "  spyre-bench run --repo ../spyre-inference main~3..main\n"
@@ -254,9 +255,9 @@ def _first_skip(reports) -> str | None:
 
 def _compare(out, results_dir: Path, base, head, options, fail_on: set[str]) -> str:
     """The closing comparison, by compare's rules: exact figures from the stored results, kernel
-    timings of the two subjects measured again here, interleaved (stored timings were taken one
-    side after the other, minutes apart). Returns what it flags under ``fail_on`` ('' if
-    nothing)."""
+    and host timings of the two subjects measured again here, interleaved (stored timings were
+    taken one side after the other, minutes apart). Returns what it flags under ``fail_on`` (''
+    if nothing)."""
     from harness.analyze.comparison import as_document
     from harness.analyze.stored import compare_stored
     from harness.report.verdict import exit_code, render_terminal
@@ -286,15 +287,21 @@ def _time_interleaved(out, comparison, base, head, options) -> None:
     import torch
 
     from harness import suite
-    from harness.analyze.subjects_now import add_kernel_run
+    from harness.analyze.subjects_now import add_host_run, add_kernel_run
+    from harness.matrix import TIERS, tier_cases
+    from harness.measure.host_run import time_host
     from harness.measure.interleaved import time_subjects
     from harness.worker import open_subject
+    from harness.workloads import specs
     out.print(f"timing {base.label} and {head.label} interleaved ({options.tier} probes, "
               f"{suite.torch_threads()} torch thread(s)) ...", markup=False, highlight=False)
     torch.set_num_threads(suite.torch_threads())
-    add_kernel_run(comparison, time_subjects(open_subject(base.spec),
-                                             open_subject(head.spec), tier=options.tier,
+    base_subject, head_subject = open_subject(base.spec), open_subject(head.spec)
+    add_kernel_run(comparison, time_subjects(base_subject, head_subject, tier=options.tier,
                                              device=options.device))
+    if any("forward" in s.capabilities for s in (base_subject, head_subject)):
+        add_host_run(comparison, time_host(base_subject, head_subject, tier_cases(options.tier),
+                                           specs(steps=TIERS[options.tier].steps)))
 
 
 def _flag_text(doc: dict, fail_on: set[str]) -> str:

@@ -27,6 +27,7 @@ from harness.analyze.tradeoff import (
 from harness.config import BATCHED_DECODE, is_default_env
 from harness.metrics import METRICS, format_value
 from harness.metrics import ladder_text as ladder
+from harness.registry import label_of
 from harness.subjects.source.sources import PART_ORDER, changed_parts, short_path
 
 #: Which ladder axis explains a cost change best, first.
@@ -511,12 +512,14 @@ def findings(doc: dict) -> list[Finding]:
         p = f"p={v['p_value']:.2g}" if v["p_value"] is not None else ""
         advisory = " (advisory)" if doc["timing_advisory"] else ""
         slower = "slower" if v["kind"] == "regression" else "faster"
-        out.append(Finding(v["kind"], f"timing {v['kind']}{advisory}: {t['benchmark']} at "
-                           f"{_place_text(doc, t['params'])}: {v['ratio']:.2f}× ({slower}; "
-                           f"median {format_value(median(t['base']), 's')} → "
-                           f"{format_value(median(t['head']), 's')}; {ci_text}, {p})",
-                           (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
-                            if v["ratio"] else 0, t["benchmark"]), [t]))
+        medians = (f"{format_value(median(t['base']), 's')} → "
+                   f"{format_value(median(t['head']), 's')}")
+        named = label_of(t["benchmark"])
+        place = _place_text(doc, t["params"])
+        text = (f"timing {v['kind']}{advisory}: {named or t['benchmark']} at {place}: "
+                f"{v['ratio']:.2f}× ({slower}; median {medians}; {ci_text}, {p})")
+        out.append(Finding(v["kind"], text, (ORDER[v["kind"]], -abs(math.log(v["ratio"]))
+                                             if v["ratio"] else 0, t["benchmark"]), [t]))
     out.sort(key=lambda f: f.rank)
     for info in (_unchanged_default(doc), _code_finding(doc), *_guard_findings(doc)):
         if info is not None:

@@ -18,6 +18,7 @@ from harness import __version__
 from harness.analyze.comparison import added_removed_lines, default_lines
 from harness.matrix import PARAM_SHORT
 from harness.metrics import METRICS, format_value
+from harness.registry import label_of
 from harness.report.findings import (
     AXIS_ORDER,
     COMPILES,
@@ -225,6 +226,35 @@ def _timing_table(doc: dict) -> list[str]:
                            rows))
 
 
+def _host_profiles(doc: dict) -> list[str]:
+    """For each host timing that regressed, where the head's time goes (the commit's own
+    functions by self time, harness.measure.host_profile), next to the base's shares."""
+    out = []
+    for t in doc["timings"]:
+        profile = t.get("profile")
+        if t["verdict"]["kind"] != "regression" or not profile:
+            continue
+        base = {(f["name"], f["where"].rsplit(":", 1)[0]): f["share"]
+                for f in profile["base"]["functions"]}
+        head = profile["head"]["functions"]
+        rows = [[code(f["name"]), escape(f["where"]),
+                 _share(base.get((f["name"], f["where"].rsplit(":", 1)[0]))), _share(f["share"])]
+                for f in head]
+        top = ", ".join(f"{code(f['name'])} {_share(f['share'])}" for f in head[:3])
+        what = label_of(t["benchmark"]) or t["benchmark"]
+        out += _details(f"where the head's time goes, {escape(what)}, {_at(t['params'])}: "
+                        f"{top or 'no function of its own'}",
+                        _table(["function", "where", "base", "head"], rows) +
+                        ["", "share of one pass over the workload's steps, profiled apart from the "
+                         "timed samples: each function's own lines and what it calls outside the "
+                         "commit's code"])
+    return out
+
+
+def _share(share) -> str:
+    return "-" if share is None else f"{share * 100:.0f} %"
+
+
 def _not_compared(doc: dict) -> list[str]:
     items = [("lost", x) for x in doc["lost"]] + [("skipped", x) for x in doc["skipped"]]
     if not items:
@@ -338,9 +368,9 @@ def render(doc: dict, harness_commit: str | None = None,
     if notes:
         lines += ["> [!WARNING]", *(f"> {escape(n)}" for n in notes), ""]
     lines += (_ladder_table(doc) + _said_table(doc) + _knob_sets(doc) + _frontier_table(doc)
-              + _compile_table(doc)
-              + _exact_table(doc) + _timing_table(doc) + _not_compared(doc))
-    if doc["timings_measured"] and not doc["timing_advisory"] and doc["timing_notes"]:
+              + _compile_table(doc) + _exact_table(doc) + _timing_table(doc) + _host_profiles(doc)
+              + _not_compared(doc))
+    if not doc["timing_advisory"] and doc["timing_notes"]:
         lines += [escape("; ".join(doc["timing_notes"])), ""]
     lines += [f"<sub>spyre-bench {escape(__version__)}"
               + (f" ({code(harness_commit[:12])})" if harness_commit else "")

@@ -65,6 +65,17 @@ _REASONED = {"type": "array", "maxItems": _MANY, "items": {
     "type": "object", "additionalProperties": False, "required": ["what", "why"],
     "properties": {"what": _TEXT, "why": _TEXT}}}
 _SAMPLES = {"type": "array", "maxItems": 1 << 20, "items": {"type": "number"}}
+#: One side's host profile (harness.measure.host_profile): names from the subject's own code.
+_PROFILE = {
+    "type": "object", "additionalProperties": False,
+    "required": ["seconds", "passes", "functions"],
+    "properties": {"seconds": _NUM, "passes": {"type": "integer", "minimum": 0},
+                   "functions": {"type": "array", "maxItems": 100, "items": {
+                       "type": "object", "additionalProperties": False,
+                       "required": ["name", "where", "share"],
+                       "properties": {"name": {"type": "string", "maxLength": 1000},
+                                      "where": {"type": "string", "maxLength": 2000},
+                                      "share": {"type": "number", "minimum": 0}}}}}}
 #: Every env variable spyre-bench hands a subject (harness.config.ENV_VARS) is upper case.
 _ENV_VAR = {"type": "string", "pattern": r"[A-Z][A-Z0-9_]{0,63}"}
 _OPT_TEXT = {"type": ["string", "null"], "maxLength": 200}
@@ -131,7 +142,11 @@ SCHEMA = {
                                 "seconds": _NUM,
                                 "stopped": {"enum": ["decided", "time bound", "round bound"]},
                                 "decision_ci": {"type": ["array", "null"], "maxItems": 2,
-                                                "minItems": 2, "items": _NUM}}}}}},
+                                                "minItems": 2, "items": _NUM}}},
+                # host build() only: where each side's time went
+                "profile": {"type": "object", "additionalProperties": False,
+                            "required": ["base", "head"],
+                            "properties": {"base": _PROFILE, "head": _PROFILE}}}}},
         "timings_measured": {"type": "boolean"}, "timing_advisory": {"type": "boolean"},
         "timing_notes": {"type": "array", "maxItems": 1000, "items": _TEXT},
         "oracle": {"type": ["object", "null"], "additionalProperties": False,

@@ -179,7 +179,8 @@ def render_findings(doc: dict, out) -> None:
             out.print(f"    {f.icon} {f.text}", markup=False)
     for line in added_removed_lines(doc.get("knobs", [])):
         out.print(f"    ⚙ {line}", markup=False)
-    notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"] else [])
+    notes = list(doc["problems"]) + (doc["timing_notes"] if doc["timing_advisory"]
+                                     or not doc["timings_measured"] else [])
     for n in notes:
         out.print(f"  ⚠ {n}", markup=False)
 

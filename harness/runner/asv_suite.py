@@ -35,7 +35,7 @@ from harness.subjects.source import gitrev
 #: The exact tier is computed in this process (harness.runner.inprocess), ``None`` as its regex
 #: meaning "all of it"; everything else goes through ASV's runner.
 EXACT = "exact (in process)"
-GROUPS = ((None, EXACT), ("^kernel\\.", "kernel"))
+GROUPS = ((None, EXACT), ("^kernel\\.", "kernel"), ("^host\\.", "host"))
 ENV_NAME_TOOL = "spyre-bench"
 _PERCENT = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
 

@@ -25,7 +25,16 @@ def open_subject(spec: str) -> Subject:
         return found.load()
     from harness.subjects.source.sources import module_hashes
     from harness.worker.proxy import SubjectWorker
-    return SubjectWorker(found.spec, found.load, found.identity, module_hashes(found.tree.files))
+    return SubjectWorker(found.spec, found.load, found.identity, module_hashes(found.tree.files),
+                         found.tree)
+
+
+def same_code(base: Subject, head: Subject) -> bool:
+    """Whether two spyre-inference subjects are different commits whose every load runs the same
+    code: one source key (the attention closure by content, the harness, the deciding env), read
+    from their files by the harness. A timing between them can only be an A/A."""
+    keys = [getattr(s, "source", lambda: None)() for s in (base, head)]
+    return keys[0] is not None and keys[0] == keys[1] and base.identity != head.identity
 
 
 def is_worker(subject: Subject) -> bool:

@@ -171,12 +171,23 @@ def _measure_workload(subject, out, case, spec, options):
 
 def _prepare_probe(subject, out, probe, device):
     from harness.measure import probes
+    _ready(device)
+    _close_probe(subject, out, probe.name)
+    _probes[probe.name] = probes.prepare(probe, subject, device)
+
+
+def _prepare_host(subject, out, probe, device):
+    from harness.measure import host
+    _ready(device)
+    _close_probe(subject, out, probe.name)
+    _probes[probe.name] = host.prepare(probe, subject, device)
+
+
+def _ready(device) -> None:
     if not _device_ready[0]:
         from harness.suite import torch_threads
         device.prepare(torch_threads())   # allocator and threads settled where the timing is
         _device_ready[0] = True
-    _close_probe(subject, out, probe.name)
-    _probes[probe.name] = probes.prepare(probe, subject, device)
 
 
 def _calls_per_sample(subject, out, name, min_sample_s):
@@ -191,6 +202,10 @@ def _check_probe(subject, out, name):
     _probes[name].check()
 
 
+def _profile(subject, out, name, top):
+    return _probes[name].profile(top)
+
+
 def _close_probe(subject, out, name):
     prepared = _probes.pop(name, None)
     close = getattr(prepared, "close", None)
@@ -200,8 +215,9 @@ def _close_probe(subject, out, name):
 
 OPS = {"config_figures": _config_figures, "workload_figures": _workload_figures,
        "prefetch": _prefetch, "measure_workload": _measure_workload,
-       "prepare_probe": _prepare_probe, "calls_per_sample": _calls_per_sample,
-       "sample": _sample, "check_probe": _check_probe, "close_probe": _close_probe}
+       "prepare_probe": _prepare_probe, "prepare_host": _prepare_host,
+       "calls_per_sample": _calls_per_sample, "sample": _sample, "check_probe": _check_probe,
+       "profile": _profile, "close_probe": _close_probe}
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ _ERRORS = {
     "TraceError": "harness.errors", "SubjectError": "harness.errors",
     "CapabilityMissing": "harness.errors", "SubjectRaised": "harness.errors",
     "SubjectTimeout": "harness.subjects.timeout",
+    "NotDrivable": "harness.subjects.spyre.drive.errors",
     "SubjectRejected": "harness.subjects.spyre.bucketing",
     "KernelMismatch": "harness.measure.oracle", "ProbeSkipped": "harness.measure.probes",
     "DeviceError": "harness.measure.device", "BackendError": "harness.measure.compiles",
@@ -54,10 +55,13 @@ class SubjectWorker(Subject):
     """A subject loaded and driven in a worker process (see module docstring)."""
 
     def __init__(self, spec: str, load: Callable[[], Subject], label: str,
-                 sources: dict[str, str] | None = None):
+                 sources: dict[str, str] | None = None, tree=None):
         self.spec = spec
         self.identity = label
         self.sources = sources
+        #: The commit's files as the harness read them (for its source key), or None.
+        self._tree = tree
+        self._source: str | None = None
         self.capabilities = frozenset()
         self._load, self._label = load, label
         self._pid: int | None = None
@@ -69,6 +73,14 @@ class SubjectWorker(Subject):
     @property
     def origin(self) -> str:
         return self._hello.get("origin", self.spec) if self._hello else self.spec
+
+    def source(self) -> str | None:
+        """The commit's source key (harness.subjects.memo.key), computed here from its files,
+        never by its code: two subjects with one key run the same code on every load."""
+        if self._source is None and self._tree is not None:
+            from harness.subjects.memo.key import source_key
+            self._source = source_key(self._tree)
+        return self._source
 
     def lacks(self, capability: str) -> str | None:
         if capability in self.capabilities:
@@ -257,6 +269,19 @@ class RemoteProbe:
 
     def close(self) -> None:
         self.worker.call("close_probe", pieces=1, name=self.name)
+
+
+class RemoteHostProbe(RemoteProbe):
+    """A host probe (harness.measure.host) prepared in a subject's worker: timed there, and
+    profiled there apart from its samples."""
+
+    def __init__(self, worker: SubjectWorker, probe, device):
+        self.worker, self.name = worker, probe.name
+        worker.call("prepare_host", pieces=3, probe=probe, device=device,
+                    what=f"preparing {probe.name}")
+
+    def profile(self, top: int) -> dict:
+        return self.worker.call("profile", pieces=2, name=self.name, top=top)
 
 
 def _how_it_ended(status: int | None) -> str:

@@ -13,7 +13,10 @@ import inspect
 from dataclasses import dataclass
 
 from harness.subjects.load.torch_spyre_standins import plain_tensor_to
-from harness.subjects.spyre.drive.errors import KernelRaised
+from harness.subjects.spyre.drive.errors import KernelRaised, NotDrivable
+
+#: What a spent replay gives back.
+_SPENT = object()
 
 
 @dataclass
@@ -35,7 +38,9 @@ class KernelProxy:
     ``mode``: "record" returns ``out`` when the call passes one, else read-only zeros shaped as
     the kernel's own result for those arguments (found once per argument shape on fake tensors:
     [B_s, H, D] for a batched decode of any batch size); "run" calls ``target`` (the kernel
-    itself, or a harness-compiled version of it).
+    itself, or a harness-compiled version of it); "replay" binds and records nothing and returns
+    the next of ``replies`` (what recorded calls got, :meth:`recorded`): a forward's host time with
+    no kernel and next to no harness work in it (harness.measure.host).
     """
 
     def __init__(self, fn, compile_kwargs: dict):
@@ -45,6 +50,8 @@ class KernelProxy:
         self.mode = "record"
         self.target = fn
         self.calls: list[KernelCall] = []
+        #: In "replay" mode, what the next calls return, in order.
+        self.replies = iter(())
         #: what the kernel returns per _shape_key of its arguments (recorded calls' placeholders)
         self._results: dict[tuple, object] = {}
         #: the kernel needs its int32 indices widened to run eagerly here (found on first refusal)
@@ -79,6 +86,12 @@ class KernelProxy:
         return dict(bound.arguments)
 
     def __call__(self, *args, **kwargs):
+        if self.mode == "replay":
+            reply = next(self.replies, _SPENT)
+            if reply is _SPENT:
+                raise NotDrivable(f"{self.fn.__name__}: a later layer's forward called it more "
+                                  "often than the step's recorded first layer did")
+            return reply
         arguments = self.bind(args, kwargs)
         self.calls.append(KernelCall(self.fn.__name__, arguments))
         if self.mode == "run":
