@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-inductor test-real test-vllm bench bench-kernel venv clean
+.PHONY: run test test-extended test-inductor test-real test-vllm bench bench-kernel venv clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check harness benchmarks tests
 	$(BIN)/python -m pytest
+
+## The long end-to-end tests the default run leaves out (plain ASV over a history, timing
+## verdicts on real kernels, backfill shards, the workflows run locally); CI runs them after `test`.
+test-extended: $(STAMP)
+	$(BIN)/python -m pytest -m extended
 
 ## Opt-in: the tests that compile with inductor (cold cache; tens of seconds per graph on a CPU).
 test-inductor: $(STAMP)

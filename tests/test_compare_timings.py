@@ -20,6 +20,9 @@ import pytest
 from harness.analyze.stats import judge
 from tests.fixtures.spyre_repo import plant_slowdown
 
+#: Long end-to-end runs: `make test-extended` (CI runs it after `make test`).
+pytestmark = pytest.mark.extended
+
 #: One torch thread for the timed kernels (torch reads it at import).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "SPYRE_BENCH_THREADS": "1"}
 ARGS = ["--block-size", "64", "--max-model-len", "512", "--workload", "bimodal", "--timings",

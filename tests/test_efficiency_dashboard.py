@@ -19,6 +19,9 @@ import pytest
 from harness.measure.efficiency import parse_machine_value
 from harness.store.history import load_history
 
+#: Long end-to-end runs: `make test-extended` (CI runs it after `make test`).
+pytestmark = pytest.mark.extended
+
 BENCH = (r"^(exact\.Workload\.track_padded_slots_per_real_token\("
          r"|kernel\.Decode\.time_layer\('small-4x8'\)"
          r"|kernel\.DecodeBytes\.track_(walked|logical)_bytes\('small-4x8'\))")

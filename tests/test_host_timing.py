@@ -15,7 +15,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.fixtures.spyre_repo import plant_build_slowdown
+
+#: Long end-to-end runs: `make test-extended` (CI runs it after `make test`).
+pytestmark = pytest.mark.extended
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "SPYRE_BENCH_THREADS": "1"}
 ARGS = ["--block-size", "64", "--max-model-len", "512", "--workload", "bimodal", "--json", "-"]

@@ -117,6 +117,7 @@ def test_a_bad_shard_is_one_line_and_exit_2_with_nothing_stored(spyre_repo, tmp_
 
 # -- real runs: split, merged, equal -----------------------------------------------------------
 
+@pytest.mark.extended
 def test_the_shards_split_the_backfill_between_them(shards):
     repo, _, runs = shards
     history = repo.git("rev-list", "--first-parent", "--reverse", "main").split()
@@ -131,6 +132,7 @@ def test_the_shards_split_the_backfill_between_them(shards):
                 in runs[name][1])
 
 
+@pytest.mark.extended
 def test_two_shards_merged_equal_one_unsharded_backfill(shards, tmp_path):
     _, root, runs = shards
     merged = tmp_path / "merged"
@@ -172,6 +174,7 @@ def _timed_row(data: dict, value: float) -> None:
     data["results"]["kernel.Decode.time_layer"] = row
 
 
+@pytest.mark.extended
 def test_timing_fields_are_no_conflict_and_the_first_copy_is_kept(shards, tmp_path):
     _, root, runs = shards
     first, again = _copy(runs["s1"][0], tmp_path / "first"), _copy(runs["s1"][0], tmp_path / "again")
@@ -190,6 +193,7 @@ def _exact_value_changed(data: dict) -> None:
     data["results"]["exact.Config.track_kv_buckets"][0][0] = 12345
 
 
+@pytest.mark.extended
 def test_a_conflict_names_the_file_and_writes_nothing(shards, tmp_path):
     _, root, runs = shards
     again = _copy(runs["s1"][0], tmp_path / "again")
@@ -207,6 +211,7 @@ def test_a_conflict_names_the_file_and_writes_nothing(shards, tmp_path):
     assert sorted(p.name for p in merged.iterdir()) == [MACHINE]
 
 
+@pytest.mark.extended
 def test_each_machines_shards_go_to_its_own_folder(shards, tmp_path):
     """The fleet's shards merged at once (as the workflow's merge job does): each folder goes to
     the machine its machine.json names."""
@@ -261,6 +266,7 @@ def _plant(kind: str, folder: Path) -> str:
 @pytest.mark.parametrize("kind", ["symlink", "subfolder", "script", "other machine", "renamed",
                                   "not json", "a string for a number", "sidecar alone",
                                   "no machine.json"])
+@pytest.mark.extended
 def test_merge_takes_only_what_a_machine_folder_holds(shards, tmp_path, kind):
     _, root, runs = shards
     bad = _copy(runs["s2"][0], tmp_path / "bad")
@@ -293,6 +299,7 @@ def _merge_job(tmp_path: Path, artifacts: dict[str, Path]):
     return done, runner
 
 
+@pytest.mark.extended
 def test_the_workflows_merge_job_checks_and_merges_the_shards(shards, tmp_path):
     _, _, runs = shards
     done, runner = _merge_job(tmp_path / "two", {"results-spyre-0-1": runs["s1"][0],
@@ -310,6 +317,7 @@ def test_the_workflows_merge_job_checks_and_merges_the_shards(shards, tmp_path):
     assert files(runner.artifacts[("1", "merged-results")] / MACHINE) == files(runs["s1"][0])
 
 
+@pytest.mark.extended
 def test_the_workflows_merge_job_hands_nothing_over_on_a_conflict(shards, tmp_path):
     _, _, runs = shards
     again = _copy(runs["s1"][0], tmp_path / "again")

@@ -18,6 +18,9 @@ from harness.runner.asv_config import PROJECT_ROOT, write_config
 from harness.runner.machine import ensure_machine
 from harness.suite import TIER_ENV
 
+#: Long end-to-end runs: `make test-extended` (CI runs it after `make test`).
+pytestmark = pytest.mark.extended
+
 LADDER_BENCH = r"^exact\.Ladder\.track_batched_num_blocks\(192, 2048, 32, 'batched', [0-4]\)"
 BENCH = (r"^exact\.(Config\.track_batched_num_blocks_distinct\("
          r"|Workload\.track_iterations_per_layer_mean\(.*'four-3-block-decodes'\))|"

@@ -28,6 +28,9 @@ from tests.actions_runner import Runner
 from tests.fixtures.fake_github import FakeGitHub
 from tests.fixtures.spyre_repo import BROKEN, BROKEN_MISSING
 
+#: Long end-to-end runs: `make test-extended` (CI runs it after `make test`).
+pytestmark = pytest.mark.extended
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 REPO = "torch-spyre/spyre-inference"
