@@ -130,9 +130,10 @@ class Frontier:
 describe(Frontier.track_excess_padding, "exact.Frontier.track_excess_padding")
 
 
-#: Positions of each ladder tracked (the longest ladder of the full tier has 12 entries); past
-#: the last, only its top entry is seen.
-LADDER_POSITIONS = 12
+#: Positions of each ladder tracked: the tier's longest doubling ladder (quick 10, full 12); past
+#: the last, only its top entry is seen. Two positions fewer than the full tier's in the quick
+#: tier are 768 numbers (2.9 kB) fewer per commit.
+LADDER_POSITIONS = suite.tier().ladder_positions
 
 
 class Ladder:

@@ -61,6 +61,13 @@ class Tier:
     spec_tokens: tuple[int, ...] = (0,)
     presets: tuple[str, ...] = (DEFAULT_PRESET,)
 
+    @property
+    def ladder_positions(self) -> int:
+        """Entries of the tier's longest doubling ladder: num_blocks from 1 block to its largest
+        max_model_len at its smallest block size (as many as kv from 64 tokens): quick 10, full
+        12, tiny 6. ``exact.Ladder`` tracks that many positions; past them, only the top."""
+        return (max(self.max_model_lens) // min(self.block_sizes)).bit_length()
+
 
 TIERS: dict[str, Tier] = {
     "quick": Tier("PR CI: 4 block sizes x 4 max_model_len x 4 override sets",

@@ -24,6 +24,7 @@ from harness.errors import HarnessError
 from harness.store.identity import (
     IDENTITY_SUFFIX,  # noqa: F401  (re-exported)
     identity_problem,
+    unpacked,
 )
 from harness.store.jsonfile import StoredFileError, read_json
 from harness.store.results_format import (  # noqa: F401  (RESULTS_VERSION re-exported)
@@ -31,7 +32,6 @@ from harness.store.results_format import (  # noqa: F401  (RESULTS_VERSION re-ex
     benchmarks_problem,
     results_problem,
 )
-from harness.store.skip_table import unpack
 
 COLUMNS = ["machine", "env_name", "commit", "date", "benchmark", "type", "unit", "version",
            "params", "status", "value", "samples", "q_25", "q_75", "ci_99_a", "ci_99_b",
@@ -141,7 +141,7 @@ def load_identity(results_file: str | Path) -> dict:
         problem = identity_problem(data)
         if problem:
             raise StoredFileError(problem)
-        return unpack(data)   # each skip with its sentence, however the sidecar stored it
+        return unpacked(data)   # each skip with its sentence, however the sidecar stored it
     except (OSError, ValueError) as exc:
         _warn(side, f"unreadable identity sidecar ({exc})")
         return {}

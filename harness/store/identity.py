@@ -2,7 +2,9 @@
 
 One typed record, written and read here only: which subject and harness produced a results file,
 on which device and tier, why benchmarks were skipped, the subject's ladders per config, and
-whether the run finished (a commit is complete only then: see ``complete``).
+whether the run finished (a commit is complete only then: see ``complete``). On disk each skip
+reason and each ladder is stored once (harness.store.skip_table, harness.store.ladder_table):
+:func:`unpacked` reads either layout.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.store import ladder_table, skip_table
 from harness.store.jsonfile import read_json
 
 IDENTITY_SUFFIX = ".identity"
@@ -57,21 +60,28 @@ class Identity:
         side = sidecar(results_file)
         side.parent.mkdir(parents=True, exist_ok=True)
         tmp = side.with_suffix(".tmp")
-        from harness.store import skip_table
         # no blanks: indented, the ladders of a quick-tier commit took 35.6 kB, 18.5 kB without
-        tmp.write_text(json.dumps(skip_table.pack(dataclasses.asdict(self)),
-                                  separators=(",", ":")))
+        packed = skip_table.pack(dataclasses.asdict(self))
+        packed["ladders"] = ladder_table.pack(packed["ladders"])
+        tmp.write_text(json.dumps(packed, separators=(",", ":")))
         tmp.replace(side)      # never half-written
         return side
 
     @classmethod
     def from_dict(cls, data: dict) -> Identity:
-        from harness.store import skip_table
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in skip_table.unpack(data).items() if k in known}
+        values = {k: v for k, v in unpacked(data).items() if k in known}
         if isinstance(values.get("ladders"), dict):
             values["ladders"] = _positional_ladders(values["ladders"])
         return cls(**values)
+
+
+def unpacked(data: dict) -> dict:
+    """A sidecar's dict as written (either layout) with every skip its sentence and the ladders
+    one entry per config; call on a dict :func:`identity_problem` accepts."""
+    if ladder_table.is_table(data.get("ladders")):
+        data = {**data, "ladders": ladder_table.unpack(data["ladders"])}
+    return skip_table.unpack(data)
 
 
 #: The order configs were keyed in by sidecars written before ladders were stored by name.
@@ -117,6 +127,8 @@ def identity_problem(data) -> str | None:
         if isinstance(entries, list) and not all(isinstance(e, dict) for e in entries):
             return f"{key} holds something other than objects"
     ladders = data.get("ladders")
+    if ladder_table.table_problem(ladders):
+        return ladder_table.table_problem(ladders)
     if isinstance(ladders, list) and not all(
             isinstance(e.get("config", {}), dict) and isinstance(e.get("ladders", {}), dict)
             for e in ladders):

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.registry import is_timed
-from harness.store.identity import IDENTITY_SUFFIX, identity_problem
+from harness.store.identity import IDENTITY_SUFFIX, identity_problem, unpacked
 from harness.store.jsonfile import StoredFileError, parse_json, read_bytes
 from harness.store.names import checked_name
 from harness.store.results_format import benchmarks_problem, results_problem
@@ -139,9 +139,9 @@ def _problem(name: str, data, machine: str) -> str | None:
 
 def apart_from_timing(name: str, data):
     """``data`` (a parsed file named ``name``) without its timing fields: what two copies of
-    one file must agree on."""
+    one file must agree on (a sidecar as read: either layout of its skips and ladders)."""
     if name.endswith(IDENTITY_SUFFIX):
-        return {k: v for k, v in data.items() if k not in TIMING_IDENTITY}
+        return {k: v for k, v in unpacked(data).items() if k not in TIMING_IDENTITY}
     if name in (MACHINE_FILE, BENCHMARKS_FILE):
         return data
     columns = data.get("result_columns") or []
