@@ -173,6 +173,7 @@ EXACT_RESULTS_BYTES = 43_000
 EXACT_SIDECAR_BYTES = 7_500
 
 
+@pytest.mark.extended   # a real quick-tier run: about 95 s
 def test_a_quick_tier_commit_stores_its_exact_tier_within_its_bound(spyre_repo, tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
