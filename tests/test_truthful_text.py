@@ -18,7 +18,7 @@ from harness.analyze.stored import compare_stored
 from harness.config import BATCHED_DECODE
 from harness.matrix import OVERRIDE_SETS
 from harness.measure import probe_set
-from harness.report.findings import findings
+from harness.report.findings import change_with_factor, findings, label, unit
 from harness.report.schema import validate
 from harness.runner.asv_suite import env_name
 from harness.store.history import load_history
@@ -157,3 +157,18 @@ def test_the_kv_override_probe_is_named_with_its_env(make_run_doc):
     assert text.startswith("regression under SPYRE_ATTN_KV_BUCKETS=128,8192 at probe "
                            "review-4x3-kv-above (block_size 64, max_model_len 2048, step "
                            "150,150,150,150) × 1 configs: "), text
+
+
+def test_a_regressions_largest_figure_is_one_that_got_worse(make_run_doc):
+    """`make run`'s num_seqs-ladder regression said 'largest: exact.Frontier.track_excess_padding
+    0.29 → 0', its one figure that got better, when none of its worse ones was a workload's."""
+    regressions = [f for f in findings(make_run_doc)
+                   if f.kind == "regression" and "largest: " in f.text]
+    assert regressions
+    for f in regressions:
+        said = f.text.split("largest: ", 1)[1]
+        worse = [e for e in f.items if "metric" in e and e["base"] is not None
+                 and e["head"] is not None and e["head"] > e["base"]]
+        assert any(said.startswith(f"{label(e['metric'])} "
+                                   f"{change_with_factor(e['base'], e['head'], unit(e['metric']))}")
+                   for e in worse), f.text

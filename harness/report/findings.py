@@ -287,8 +287,11 @@ def _group_text(doc: dict, g: _Group, kind: str) -> str:
     if moved and kind in ("regression", "trade-off", "improvement"):
         parts.append(moved)
     workload_effects = [e for e in g.effects if e["params"].get("workload") is not None]
-    pool = [e for e in workload_effects if (e["head"] or 0) > (e["base"] or 0)] \
-        if kind == "regression" else workload_effects
+    if kind == "regression":   # its largest worse figure, a workload's first
+        worse = [e for e in g.effects if (e["head"] or 0) > (e["base"] or 0)]
+        pool = [e for e in worse if e in workload_effects] or worse
+    else:
+        pool = workload_effects
     worst = max(pool or g.effects, key=_log_factor, default=None)
     if g.changes:
         seen, shown = set(), []
