@@ -476,6 +476,23 @@ def test_a_subject_failure_is_said_once(spyre_repo, tmp_path, command):
     assert "192" in said[0] and commit in proc.stdout          # and the table after it
 
 
+def test_a_subject_that_ends_a_prefetch_worker_is_said_once(spyre_repo, tmp_path):
+    """The exact tier over two worker processes (SPYRE_BENCH_JOBS=2), on a commit whose builder
+    calls os._exit at block size 192: the pool waited for good for the config whose worker was
+    gone (multiprocessing's Pool replaces a dead worker and loses its task); now the dead worker
+    breaks the pool, and the serial pass meets the failure and says it once."""
+    relpath, old, _ = SUBJECT_FAILURES["cost"]
+    commit = spyre_repo.edit(relpath, old, old + "        if self.block_size == 192:\n"
+                             "            import os\n            os._exit(0)\n",
+                             parent="gen4", message="ends its process at 192 in build()")
+    proc = spyre_bench(["cost", "--subject", f"git:{spyre_repo.path}@{commit}", "--tier", "tiny"],
+                       tmp_path, timeout=180, SPYRE_BENCH_JOBS="2")
+    no_traceback(proc)
+    assert proc.returncode == errors.EXIT_FLAGGED, proc.stdout + proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(said) == 1 and "ended the worker" in said[0] and "bs=192" in said[0], proc.stderr
+
+
 #: A bucketer that moves its process to TMPDIR when imported and each time one is made.
 CHDIR_CLASS = "class SpyreAttnBucketer:"
 CHDIR_INIT = "        self._block_size = vllm_config.cache_config.block_size\n"

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
-from multiprocessing import get_all_start_methods, get_context
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import active_children, get_all_start_methods, get_context
 
 from harness.errors import ConfigError, HarnessError
 from harness.subjects import timeout
@@ -55,23 +57,35 @@ def prefetch(subject, source: str, requests: list) -> int:
     _worker.update(subject=subject, source=source)
     # the longest configs first, so no worker is left with one long config at the end
     missing.sort(key=lambda r: -r[0].max_model_len)
+    before = set(active_children())
+    # every worker is forked here, before the executor's own thread starts
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("fork"), initializer=_start)
     try:
-        # Pool's exit terminates the workers: an interrupt or a time-out stops at once, never
-        # after the queued configs have run.
-        with get_context("fork").Pool(workers, initializer=_start) as pool:
-            for request, done in zip(missing, pool.imap(_drive, missing)):
-                if isinstance(done, str):
-                    raise timeout.SubjectTimeout(done)
-                steps, ladders, bucketing = done
-                for key, value in steps + ladders:
-                    FIGURES.put(source, key, value)
-                if bucketing is not None:
-                    subject.keep_bucketing(request[0], request[1], bucketing)
-                FIGURES.flush()
-                filled += len(steps)
+        for request, done in zip(missing, pool.map(_drive, missing)):
+            if isinstance(done, str):
+                raise timeout.SubjectTimeout(done)
+            steps, ladders, bucketing = done
+            for key, value in steps + ladders:
+                FIGURES.put(source, key, value)
+            if bucketing is not None:
+                subject.keep_bucketing(request[0], request[1], bucketing)
+            FIGURES.flush()
+            filled += len(steps)
+    except BrokenProcessPool:
+        pass   # the subject's code ended a worker (os._exit): the serial pass meets it and says so
     finally:
         _worker.clear()
+        _stop(pool, [p for p in active_children() if p not in before])
     return filled
+
+
+def _stop(pool: ProcessPoolExecutor, workers: list) -> None:
+    """The workers end now: an interrupt or a time-out never waits for the queued configs."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    for process in workers:
+        process.join()
 
 
 # -- in the worker ------------------------------------------------------------------------------
