@@ -394,6 +394,11 @@ def test_the_bucketers_own_ladders_need_only_the_bucketer(spyre_repo):
     assert figures["ladders"]["query"] == [1, 256]
     assert gap in figures["batched_unavailable"]
     assert "batched_keys_reachable" not in figures
+    table = subprocess.run([sys.executable, "-m", "harness", *args[:-1], "--axes", "kv,query"],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    caption = " ".join(table.stdout.split()).split("no batched figures: ")
+    assert len(caption) == 2 and gap in caption[1]
     proc, rows = spyre_bench(*args)
     assert proc.returncode == 2 and gap in proc.stderr.splitlines()[0]
     assert all(gap in f["skipped"] for r in rows for f in r["subjects"].values())

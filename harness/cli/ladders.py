@@ -98,7 +98,10 @@ def _render(rows, subjects, fields, changed_only) -> None:
                 continue
             body.append(_case_cells(r["case"]) + [cell([field(fig, f)], _unit(f)) for f in fields]
                         + ([said_text(code_said(fig))] if said else []))
-        out.print(table(f"ladders of {specs[0]}", head + labels + [SAID] * said, body))
+        absent = {r["subjects"][specs[0]].get("batched_unavailable") for r in rows} - {None}
+        out.print(table(f"ladders of {specs[0]}", head + labels + [SAID] * said, body,
+                        caption="; ".join(f"no batched figures: {why}" for why in absent)
+                        or None))
         return
     body = []
     for r in rows:
