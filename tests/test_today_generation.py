@@ -402,3 +402,18 @@ def test_the_bucketers_own_ladders_need_only_the_bucketer(spyre_repo):
     proc, rows = spyre_bench(*args)
     assert proc.returncode == 2 and gap in proc.stderr.splitlines()[0]
     assert all(gap in f["skipped"] for r in rows for f in r["subjects"].values())
+
+
+def test_the_kernel_table_says_a_forward_row_records_no_warmup(spyre_repo):
+    """Counted through the commit's forward() no warmup is recorded, so every graph is late:
+    the table says so instead of claiming recorded warmup variants and a warmup of 0."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "kernel", "--subject",
+                           spyre_repo.spec(TODAY), *SMALL_ARGS, "--overrides", "jagged",
+                           "--step", MIXED, "--no-timing"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "warmup variants recorded where the kernel is called directly)" in text
+    graphs_row = next(line for line in proc.stdout.splitlines() if "│ jagged" in line)
+    assert "│ 2 (2) │ not recorded │ 2 (2) │" in " ".join(graphs_row.split())
+    assert "which records no warmup, so every graph" in text
