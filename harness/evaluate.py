@@ -14,14 +14,18 @@ from __future__ import annotations
 from harness.errors import HarnessError, SubjectCrashed, SubjectRaised
 from harness.matrix import Case
 from harness.model import summarize
+from harness.model.summary import bucketer_figures
 from harness.subjects.base import Bucketing, Subject
 from harness.subjects.timeout import SubjectTimeout
 from harness.worker import is_worker
 from harness.workloads import WorkloadSpec, buildable
 
 
-def bucketing_or_reason(subject: Subject, case: Case) -> Bucketing | HarnessError:
+def bucketing_or_reason(subject: Subject, case: Case,
+                        bucketer_only: bool = False) -> Bucketing | HarnessError:
     try:
+        if bucketer_only:
+            return subject.bucketer_bucketing(case.config, case.overrides)
         return subject.bucketing(case.config, case.overrides)
     except SubjectTimeout:
         raise  # a hung subject stops the command: it is not one config's skip
@@ -56,13 +60,18 @@ def unmeasured(exc: HarnessError) -> dict:
         else {"skipped": str(exc)}
 
 
-def config_figures(subject: Subject, case: Case) -> dict:
+def config_figures(subject: Subject, case: Case, bucketer_only: bool = False) -> dict:
+    """Per-config figures; ``bucketer_only``: only the bucketer's own ladders are asked for, so
+    a commit whose default path's builder cannot be driven still gives them (its row says why
+    the rest is absent: ``batched_unavailable``)."""
     if is_worker(subject):
-        return _in_worker(subject, "config_figures", 2, case=case,
+        return _in_worker(subject, "config_figures", 2, case=case, bucketer_only=bucketer_only,
                           what=f"computing its ladders at {case.label()}")
-    b = bucketing_or_reason(subject, case)
+    b = bucketing_or_reason(subject, case, bucketer_only)
     if isinstance(b, HarnessError):
         return unmeasured(b)
+    if b.builder_failed is not None:
+        return bucketer_figures(b)
     return summarize(b, case.config).as_dict()
 
 

@@ -139,3 +139,22 @@ def test_the_codes_warnings_stand_beside_the_ladder(spyre_repo, layouts, tmp_pat
     assert done.returncode in (0, 1), done.stderr
     rows = [line for line in md.read_text().splitlines() if line.startswith("| query | [")]
     assert len(rows) == 1 and "block\\_size 192 is not a power of two" in rows[0], rows
+
+
+def test_a_ladder_row_of_several_envs_says_which_env_warned_what(spyre_repo, tmp_path):
+    """One ladder change under two envs is one row: a warning both configs said stands once, one
+    only the kv-above-limit config said names that env (the row stands for both)."""
+    verify = spyre_repo.spec(spyre_repo.edit(BUCKETER, *VERIFY_BUCKET, parent="gen4"))
+    md = tmp_path / "comment.md"
+    done = spyre_bench("compare", "--base", spyre_repo.spec("gen4"), "--head", verify,
+                       "--block-size", "192", "--max-model-len", "2048", "--spec-tokens", "3",
+                       "--overrides", "batched,kv-above-limit", "--workload",
+                       "four-3-block-decodes", "--markdown", str(md))
+    assert done.returncode in (0, 1), done.stderr
+    (row,) = [line for line in md.read_text().splitlines() if line.startswith("| query | [")]
+    assert "env batched, kv\\-above\\-limit" in row
+    said = row.removesuffix(" |").rsplit(" | ", 1)[1]
+    warnings = said.split(" · ")
+    assert sum("block\\_size 192 is not a power of two" in w for w in warnings) == 1
+    only_kv = [w for w in warnings if "SPYRE\\_ATTN\\_KV\\_BUCKETS" in w]
+    assert only_kv and all(w.startswith("kv\\-above\\-limit\\: ") for w in only_kv), warnings

@@ -229,3 +229,6 @@ def test_compare_checks_the_paths_a_commit_offers_and_says_where_a_guard_disagre
     comment = (tmp_path / "c.md").read_text().replace("\\", "")   # markdown escapes
     assert ("- ℹ️ head's compile guard (error_all, four-3-block-decodes): the commit's guard "
             "would fail this workload at key batched_chunked[4, 4, 1] (step 0: ") in comment
+    assert ("- ℹ️ base's compile guard (error_all, four-3-block-decodes): agrees: it raised for "
+            "0 compile(s); spyre-bench counts 0 late compile(s) and the exact model 0 late "
+            "key(s)") in comment

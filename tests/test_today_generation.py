@@ -28,7 +28,7 @@ from harness.subjects.spyre.drive.kernel_proxy import intercepted_compile
 from harness.subjects.spyre.drive.steps import common_metadata
 from harness.workloads import Seq
 from tests.fixtures.spyre_repo import BUCKETER, GENERATIONS, TODAY, TODAY_SPEC
-from tests.fixtures.spyre_today import JAGGED_PLAN
+from tests.fixtures.spyre_today import HEAD_MAJOR_BACKEND, JAGGED_PLAN
 
 #: A small engine: every command on it takes seconds.
 SMALL = EngineConfig(block_size=64, max_model_len=512, max_num_seqs=8, max_num_batched_tokens=256,
@@ -380,3 +380,44 @@ def test_kernel_reports_todays_compile_guard_beside_its_own_late_compiles(kernel
     assert guard["level"] == "error_all" and guard["warmup_variants"] == 60
     assert guard["violations"] == guard["late_compiles"] == guard["model_late"] == 0
     assert guard["agrees"] is True and guard["finding"] is None
+
+
+def test_the_bucketers_own_ladders_need_only_the_bucketer(spyre_repo):
+    """Today's default path's backend reaching a module its tree lacks (as the assembled
+    up-19461caa's head-major kernels): the bucketer's own axes are computed still, saying why the
+    batched figures are absent; every axis (the batched ones are the builder's) skips naming it."""
+    gap = "spyre_inference.v1.attention.ops.gone"
+    rev = spyre_repo.edit(HEAD_MAJOR_BACKEND, "from spyre_inference import envs\n",
+                          f"from spyre_inference import envs\nimport {gap}  # noqa: F401\n",
+                          parent=TODAY)
+    args = ["ladders", "--subject", spyre_repo.spec(rev), *SMALL_ARGS, "--json"]
+    proc, rows = spyre_bench(*args, "--axes", "kv,query,num_blocks,num_seqs")
+    assert proc.returncode == 0, proc.stderr
+    (figures,) = rows[0]["subjects"].values()
+    assert figures["ladders"]["kv"] == [64, 128, 256, 512]
+    assert figures["ladders"]["query"] == [1, 256]
+    assert gap in figures["batched_unavailable"]
+    assert "batched_keys_reachable" not in figures
+    table = subprocess.run([sys.executable, "-m", "harness", *args[:-1], "--axes", "kv,query"],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    caption = " ".join(table.stdout.split()).split("no batched figures: ")
+    assert len(caption) == 2 and gap in caption[1]
+    proc, rows = spyre_bench(*args)
+    assert proc.returncode == 2 and gap in proc.stderr.splitlines()[0]
+    assert all(gap in f["skipped"] for r in rows for f in r["subjects"].values())
+
+
+def test_the_kernel_table_says_a_forward_row_records_no_warmup(spyre_repo):
+    """Counted through the commit's forward() no warmup is recorded, so every graph is late:
+    the table says so instead of claiming recorded warmup variants and a warmup of 0."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "kernel", "--subject",
+                           spyre_repo.spec(TODAY), *SMALL_ARGS, "--overrides", "jagged",
+                           "--step", MIXED, "--no-timing"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "warmup variants recorded where the kernel is called directly)" in text
+    graphs_row = next(line for line in proc.stdout.splitlines() if "│ jagged" in line)
+    assert "│ 2 (2) │ not recorded │ 2 (2) │" in " ".join(graphs_row.split())
+    assert "which records no warmup, so every graph" in text

@@ -14,6 +14,8 @@ from harness.metrics import CONFIG_METRICS
 from harness.report.tables import SAID, cell, console, print_json, said_text, table
 
 AXES = ("kv", "query", "num_blocks", "num_seqs", "batched_num_seqs", "batched_num_blocks")
+#: The axes the bucketer alone gives (the batched ones are the builder's and the impl's).
+BUCKETER_AXES = frozenset(AXES[:4])
 DEFAULT_AXES = ("kv", "num_blocks", "batched_num_seqs", "batched_num_blocks")
 
 
@@ -43,16 +45,22 @@ def run(args) -> int:
     unknown = set(axes) - set(AXES)
     if unknown:
         raise options.ConfigError(f"unknown axes {sorted(unknown)}; known: {', '.join(AXES)}")
-    fields = [f"ladders.{a}" for a in axes] + list(CONFIG_METRICS)
+    # the bucketer's own axes need only the bucketer: shown where the default path's builder
+    # cannot be driven too, with the figures it gave
+    bucketer_only = set(axes) <= BUCKETER_AXES
     rows = []
     cases = options.cases(args)
     options.check_knobs(subjects, cases)
     for case in cases:
-        figures = {s.spec: config_figures(s, case) for s in subjects}
-        row = {"case": case.key(), "subjects": figures}
-        if len(subjects) == 2:
-            row["changed"] = changed_fields(*figures.values(), fields)
-        rows.append(row)
+        rows.append({"case": case.key(),
+                     "subjects": {s.spec: config_figures(s, case, bucketer_only)
+                                  for s in subjects}})
+    given = [f for r in rows for f in r["subjects"].values() if "skipped" not in f]
+    fields = [f"ladders.{a}" for a in axes] + [m for m in CONFIG_METRICS
+                                               if all(m in f for f in given)]
+    if len(subjects) == 2:
+        for row in rows:
+            row["changed"] = changed_fields(*row["subjects"].values(), fields)
     # As in ``cost``: a subject's failure said first, once (status 1); nothing computed
     # raised last (status 2, every figure a skip).
     outcome = row_outcome(f for r in rows for f in r["subjects"].values())
@@ -90,7 +98,10 @@ def _render(rows, subjects, fields, changed_only) -> None:
                 continue
             body.append(_case_cells(r["case"]) + [cell([field(fig, f)], _unit(f)) for f in fields]
                         + ([said_text(code_said(fig))] if said else []))
-        out.print(table(f"ladders of {specs[0]}", head + labels + [SAID] * said, body))
+        absent = {r["subjects"][specs[0]].get("batched_unavailable") for r in rows} - {None}
+        out.print(table(f"ladders of {specs[0]}", head + labels + [SAID] * said, body,
+                        caption="; ".join(f"no batched figures: {why}" for why in absent)
+                        or None))
         return
     body = []
     for r in rows:

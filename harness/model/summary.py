@@ -55,6 +55,16 @@ class ConfigSummary:
         }
 
 
+def bucketer_figures(bucketing: Bucketing) -> dict:
+    """:meth:`ConfigSummary.as_dict`'s figures that need only the bucketer (its ladders and
+    per-sequence variants): those of a bucketing whose batched ladders are None."""
+    b = bucketing
+    return {"ladders": {k: (list(v) if v is not None else None) for k, v in b.ladders().items()},
+            "kv_buckets": len(b.kv), "query_buckets": len(b.query),
+            "num_blocks_buckets": len(b.num_blocks), "variants": len(b.variants),
+            "notes": list(b.notes), "batched_unavailable": b.builder_failed}
+
+
 def summarize(bucketing: Bucketing, config: EngineConfig) -> ConfigSummary:
     max_blocks = ceil_div(config.max_model_len, config.block_size)
     seqs = reachable(bucketing.batched_num_seqs, bucketing.min_batched_seqs, config.max_num_seqs)

@@ -544,10 +544,14 @@ def more_graphs(doc: dict) -> int:
 
 
 def _guard_findings(doc: dict) -> list[Finding]:
-    """Where a side's own compile guard and spyre-bench's late compiles disagree, in a line."""
+    """Each side's own compile guard beside spyre-bench's late compiles, in a line: where they
+    disagree the finding, where they agree both figures (the second opinion was asked)."""
     return [Finding("info", f"{g['side']}'s compile guard ({g['level']}, {g['workload']}): "
-                            f"{g['finding']}")
-            for g in doc.get("guard", ()) if g["finding"]]
+                            + (g["finding"] or
+                               f"agrees: it raised for {g['violations']} compile(s); "
+                               f"spyre-bench counts {g['late_compiles']} late compile(s) and "
+                               f"the exact model {g['model_late']} late key(s)"))
+            for g in doc.get("guard", ())]
 
 
 def headline(doc: dict, found: list[Finding]) -> str:

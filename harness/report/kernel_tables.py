@@ -10,6 +10,9 @@ from __future__ import annotations
 from harness.matrix import case_variant
 from harness.report.tables import console, table
 
+#: The warmup cell of a row counted through the commit's forward() (no warmup recorded).
+NOT_RECORDED = "not recorded"
+
 
 def _lead(r: dict) -> list:
     c = r["case"]
@@ -41,18 +44,26 @@ def render(rows: list[dict], specs: list[str], dev, opts, out=None) -> None:
             secs = ("-" if g["compile_seconds_mean"] is None else
                     f"{g['compile_seconds_mean']:.2f} / {g['compile_seconds_max']:.2f}")
             body.append(_lead(r) + [
-                g["model_keys"], f"{g['graphs']} ({g['expected_graphs']})", g["graphs_warmup"],
+                g["model_keys"], f"{g['graphs']} ({g['expected_graphs']})",
+                g["graphs_warmup"] if g["recorded_warmup"] else NOT_RECORDED,
                 f"{g['late_compiles']} ({g['expected_late']})", g["fallbacks"] or "-", secs,
                 f"{g['max_abs_error']:.1e}", g["verdict"]])
         limit = graph_rows[0]["graphs"]["recompile_limit"]
+        forward = any(not r["graphs"]["recorded_warmup"] for r in graph_rows)
+        recorded = ("not recorded" if not opts.record_warmup else
+                    "recorded where the kernel is called directly" if forward else "recorded")
         out.print(table(
             f"compiled graphs (backend {opts.backend}, recompile limit {limit}, warmup variants "
-            f"{'recorded' if opts.record_warmup else 'not recorded'})",
+            f"{recorded})",
             lead + ["keys", "graphs (model)", "warmup", "late (model)", "fall-backs",
                     "compile s mean/max", "max err", "= model"], body,
             caption="keys: distinct compile keys the exact model predicts for the workload; "
                     "late: graphs compiled after warmup; fall-backs: new keys past Dynamo's "
-                    "recompile limit that ran eagerly (--recompile-limit raises it)"))
+                    "recompile limit that ran eagerly (--recompile-limit raises it)"
+                    + (f"; warmup {NOT_RECORDED}: counted through the commit's forward(), "
+                       "which records no warmup, so every graph (and every key of the model) "
+                       "counts as late; late compiles after the commit's own warmup are the "
+                       "compile guard table's, where the commit has one" if forward else "")))
     _guard_table(graph_rows, lead, out)
     timed = [r for r in rows if "timing" in r]
     if not timed:

@@ -108,13 +108,18 @@ def _said_text(base: list, head: list) -> str:
 
 
 def _said_cell(said: dict, params: dict, envs: list[str]) -> str:
-    """The warnings of the configs a ladder row stands for (its envs), once each."""
-    found = []
+    """The warnings of the configs a ladder row stands for (its envs), once each: one every env
+    said plainly, one only some said after the envs that said it (a row stands for them all)."""
+    by_warning: dict[str, list[str]] = {}
     for env in envs:
         key = tuple(sorted({**params, "overrides": env}.items()))
-        if key in said and (text := _said_text(*said[key])) not in found:
-            found.append(text)
-    return " / ".join(found) or "-"
+        base, head = said.get(key, ((), ()))
+        for warning in dict.fromkeys([*base, *head]):
+            side = "" if warning in base and warning in head else (
+                "base: " if warning in base else "head: ")
+            by_warning.setdefault(side + warning, []).append(env)
+    return " · ".join(escape(warning if len(who) == len(envs) else f"{', '.join(who)}: {warning}")
+                      for warning, who in by_warning.items()) or "-"
 
 
 def _said_table(doc: dict) -> list[str]:

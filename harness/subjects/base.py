@@ -61,9 +61,10 @@ class Bucketing:
     num_blocks: Ladder
     #: The bucketer's own num_seqs axis, or None where the bucketer has none (pre-#810).
     num_seqs: Ladder | None
-    #: The ladders the metadata builder dispatches batched decode on.
-    batched_num_seqs: Ladder
-    batched_num_blocks: Ladder
+    #: The ladders the metadata builder dispatches batched decode on (None only in
+    #: :meth:`Subject.bucketer_bucketing`'s, where the builder could not be driven).
+    batched_num_seqs: Ladder | None
+    batched_num_blocks: Ladder | None
     #: Per-sequence kernel variants recorded at warmup: (num_blocks, query_bucket) pairs.
     variants: tuple[tuple[int, int], ...]
     #: Batched kernel variants recorded at warmup: (num_seqs, num_blocks); empty if none are.
@@ -78,6 +79,8 @@ class Bucketing:
     #: Why no step batches although the switch is on, where the commit's impl declines what its
     #: builder prepares (None: it does not, or the switch is off).
     batched_declined: str | None = None
+    #: Why the builder's batched ladders are None (:meth:`Subject.bucketer_bucketing`).
+    builder_failed: str | None = None
 
     def ladders(self) -> dict[str, Ladder | None]:
         """The axes by name, in display order."""
@@ -109,6 +112,13 @@ class Subject(ABC):
     @abstractmethod
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         """The subject's ladders for one config; raises HarnessError on configs it rejects."""
+
+    def bucketer_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        """The ladders its bucketer alone gives (kv, query, num_blocks, num_seqs, its variants):
+        :meth:`bucketing`'s, or where the builder of the commit's default path cannot be driven,
+        those with ``batched_num_seqs`` and ``batched_num_blocks`` None (the batched ladders and
+        records are the builder's and the impl's)."""
+        return self.bucketing(config, overrides)
 
     def workload_costs(self, config: EngineConfig, overrides: Overrides, workloads) -> list:
         """Per workload, its exact cost (a ``harness.model.WorkloadCost``) as the subject's own

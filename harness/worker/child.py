@@ -148,9 +148,9 @@ def _hello(subject) -> dict:
 
 # -- what a worker does ---------------------------------------------------------------------------
 
-def _config_figures(subject, out, case):
+def _config_figures(subject, out, case, bucketer_only=False):
     from harness.evaluate import config_figures
-    return config_figures(subject, case)
+    return config_figures(subject, case, bucketer_only)
 
 
 def _workload_figures(subject, out, case, specs, per_step):

@@ -142,6 +142,8 @@ class Bucketings:
         #: the SpyreInferenceSubject whose bucketer this runs (its tree, mode, capabilities)
         self.subject = subject
         self._memo: dict[tuple, Bucketing | HarnessError] = {}
+        #: the bucketer's own ladders of configs whose builder could not be driven
+        self._bucketer_only: dict[tuple, Bucketing] = {}
 
     def get(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
         """The bucketing of ``config`` under ``overrides``: kept, stored or computed now (an
@@ -166,6 +168,18 @@ class Bucketings:
         if isinstance(found, HarnessError):
             raise found
         return found
+
+    def bucketer_only(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        """:meth:`get`'s bucketing, or where only the builder failed (the commit's default path
+        cannot be driven), the bucketer's own ladders with no batched ones: they need only the
+        bucketer. A bucketer that failed raises as in :meth:`get`."""
+        try:
+            return self.get(config, overrides)
+        except HarnessError:
+            found = self._bucketer_only.get(_bucketing_key(config, overrides))
+            if found is None:
+                raise
+            return found
 
     def _stored(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:
         """The bucketing computed before through identical attention sources (the figure memo),
@@ -200,7 +214,12 @@ class Bucketings:
                           else {})
                 bucketer = getattr(module, BUCKETER_CLASS)(engine_vllm_config(config), **window)
                 # The builder's own load (a nested window) says which batched ladders it uses.
-                batched = subject.builder_ladders(config, overrides)
+                try:
+                    batched = subject.builder_ladders(config, overrides)
+                except HarnessError as exc:
+                    self._keep_bucketer_only(module, bucketer, config, overrides, handler,
+                                             load.caught, str(exc))
+                    raise
                 return self._read(module, bucketer, config, overrides, handler, load.caught,
                                   batched)
             except HarnessError:
@@ -212,10 +231,22 @@ class Bucketings:
                     f"env={overrides.label()}: {type(exc).__name__}: {exc}"
                     f"{where(exc, subject.tree)}") from None
 
+    def _keep_bucketer_only(self, module, b, config: EngineConfig, overrides: Overrides,
+                            handler: CaptureHandler, caught: list, failure: str) -> None:
+        """Keep the bucketer's own ladders of a config whose builder failed (``failure``: how);
+        where even they cannot be read, the builder's failure is the config's only answer."""
+        try:
+            found = self._read(module, b, config, overrides, handler, caught, None)
+        except Exception:   # the subject's code, read again: the builder's failure stands
+            return
+        self._bucketer_only[_bucketing_key(config, overrides)] = dataclasses.replace(
+            found, builder_failed=failure)
+
     def _read(self, module, b, config: EngineConfig, overrides: Overrides,
               handler: CaptureHandler, caught: list, batched) -> Bucketing:
         """Everything the model needs, read while the window is open (properties and methods
-        may read env vars lazily)."""
+        may read env vars lazily); ``batched`` None: the builder's could not be read, so the
+        bucketer's own ladders alone (:meth:`bucketer_only`)."""
         bs, caps, spec = config.block_size, self.subject.capabilities, self.subject.spec
         kv = _ladder(self._attr(b, "kv_buckets", "_kv_buckets"))
         query = _ladder(self._attr(b, "query_buckets", "_query_buckets"))
@@ -224,7 +255,8 @@ class Bucketings:
         variants = _distinct(_pair(r, BLOCKS_FIELDS, QUERY_FIELDS, spec) for r in b.variants())
         num_seqs = (_ladder(self._attr(b, "num_seqs_buckets", "_num_seqs_buckets"))
                      if "num_seqs_axis" in caps else None)
-        batched_seqs, batched_blocks, _owner, (minimum, impl_declines, records, batches) = batched
+        batched_seqs, batched_blocks, _owner, (minimum, impl_declines, records, batches) = (
+            batched if batched is not None else (None, None, None, (None, None, False, False)))
         recorded: tuple = ()
         # the impl's warmup records the bucketer's batched variants only where it runs batched
         # decode at all (the commit's record_graphs asks its _batched_decode_supported())
@@ -234,7 +266,8 @@ class Bucketings:
         chunking = None
         rule = (getattr(module, "batched_decode_chunking", None)
                 or getattr(b, "batched_decode_chunking", None))
-        if "chunking" in caps and rule is not None:   # else the builder's own: read per step
+        # else the builder's own, read per step (none where the builder could not be read)
+        if "chunking" in caps and rule is not None and batched is not None:
             chunking = ChunkTable({(ns, nb): tuple(int(x) for x in rule(ns, nb))
                                    for ns in batched_seqs for nb in batched_blocks}, spec)
         notes = tuple(handler.messages) + tuple(str(w.message) for w in caught)

@@ -97,6 +97,14 @@ class SpyreInferenceSubject(Subject):
                            for src in sources)]
 
     def bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        self._check_bucketable(overrides)
+        return self._bucketings.get(config, overrides)
+
+    def bucketer_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing:
+        self._check_bucketable(overrides)
+        return self._bucketings.bucketer_only(config, overrides)
+
+    def _check_bucketable(self, overrides: Overrides) -> None:
         reason = self.lacks("bucketer")
         if reason:
             raise CapabilityMissing(reason)
@@ -106,7 +114,6 @@ class SpyreInferenceSubject(Subject):
                      else "no file of its spyre_inference package reads")
             raise CapabilityMissing(f"{self.origin} has no knob {', '.join(unknown)} ({where} "
                                     f"{'them' if len(unknown) > 1 else 'it'})")
-        return self._bucketings.get(config, overrides)
 
     def known_bucketing(self, config: EngineConfig, overrides: Overrides) -> Bucketing | None:
         """The bucketing of ``config`` if this process has computed it (errors stay here: a
