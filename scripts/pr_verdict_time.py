@@ -10,7 +10,8 @@ a user (or CI) runs it, cold: every run with a figure memo of its own, empty
 may use). Per run: wall seconds, CPU seconds of the command and every process it started, the
 load average before and after (the machine is shared: a wall time means little without it),
 the exit status and the comparison's headline counts. ``--warm`` keeps one memo for every run
-after a first that fills it (a docs-only head then reads the base's figures).
+after a first that fills it (a docs-only head then reads the base's figures). ``--keep DIR``
+keeps each run's document (the host build() times, verdicts and profiles of a timed run).
 
 ``--workflow`` runs .github/workflows/pr-bench.yml's ``bench`` job as written (every ``run:``
 step, tests/actions_runner.py standing in for GitHub's runner) on REPO, with spyre-bench pinned
@@ -42,18 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--tier", default="quick")
     p.add_argument("--warm", action="store_true", help="one memo for all runs (see above)")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="keep each run's --json document in DIR (jobs<N>-run<n>.json)")
     p.add_argument("--workflow", action="store_true", help="run pr-bench.yml's job instead")
     p.add_argument("--repo", help="with --workflow: the spyre-inference repository")
     args = p.parse_args(argv)
     if args.workflow:
         return _workflow(args)
     cores = len(os.sched_getaffinity(0))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pr-verdict-") as tmp:
         for n in range(args.repeat):
             for jobs in args.jobs.split(","):
                 value = str(cores) if jobs == "all" else jobs
                 memo = Path(tmp) / ("memo" if args.warm else f"memo-{n}-{jobs}")
-                _one(args, value, memo, Path(tmp) / "c.json")
+                out = (args.keep / f"jobs{value}-run{n}.json" if args.keep
+                       else Path(tmp) / "c.json")
+                _one(args, value, memo, out)
     return 0
 
 
@@ -78,7 +85,8 @@ def _one(args, jobs: str, memo: Path, out: Path) -> None:
         said = done.stderr.strip().splitlines()[-1:] or "no document"
     print(f"jobs={jobs:>3}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, load {load0:.1f} -> {load1:.1f}, "
           f"exit {done.returncode}; {said}", flush=True)
-    out.unlink(missing_ok=True)
+    if not args.keep:
+        out.unlink(missing_ok=True)
 
 
 def _workflow(args) -> int:

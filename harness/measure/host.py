@@ -179,10 +179,12 @@ class HostSide:
         return self.session.builder.build(common_prefix_len=0, common_attn_metadata=cm)
 
     def _forward(self, metadata, query, cache, output, replies):
+        """One later layer, called as the recorded first layer was (the session's
+        ``call_impl``: through the commit's staging buffers where its attn_layer has them), so
+        its kernel calls are the recorded ones and each gets its recorded reply."""
         for proxy, got in replies:
             proxy.replies = iter(got)
-        return self.session.impl.forward(self.session.layer, query, query, query, cache,
-                                         metadata, output)
+        return self.session.call_impl(query, cache, metadata, output)
 
     def _guarded(self, step, fn, *args):
         """``fn(*args)``, whose exception is the subject's own (SubjectRaised naming the step)."""

@@ -121,3 +121,39 @@ def test_host_time_is_measured_at_the_config_nearest_the_engine_default():
                for m in (256, 2048, 8192, 32768)]
     assert host_config(configs) == EngineConfig(block_size=64, max_model_len=2048)
     assert host_config([CONFIG]) == CONFIG
+
+
+#: A batched decode that stores into the layer's output when it has the padded batch's rows
+#: (as real trees do, R3hankhan123@32e22ec4): the call the kernel gets depends on which output
+#: buffer forward() is handed, the step's own or the layer's staging buffer.
+_STORE_WHEN_ROOM = (
+    "            result = self._run_batched_decode(\n"
+    "                query_dev, m.rep_row_ids_dev, k_pages, v_pages, m.chunk_page_ids_dev,\n"
+    "                m.mask_by_chunk_dev, b_seqs, m.blocks_per_chunk, m.block_size, None)\n"
+    "            output[:m.num_decode_seqs].copy_(\n"
+    "                result.reshape(b_seqs, self.num_heads, self.head_size)"
+    "[:m.num_decode_seqs])\n",
+    "            room = output.shape[0] >= b_seqs\n"
+    "            result = self._run_batched_decode(\n"
+    "                query_dev, m.rep_row_ids_dev, k_pages, v_pages, m.chunk_page_ids_dev,\n"
+    "                m.mask_by_chunk_dev, b_seqs, m.blocks_per_chunk, m.block_size,\n"
+    "                output if room else None)\n"
+    "            if not room:\n"
+    "                output[:m.num_decode_seqs].copy_(\n"
+    "                    result.reshape(b_seqs, self.num_heads, self.head_size)"
+    "[:m.num_decode_seqs])\n")
+
+
+def test_a_forward_probe_calls_forward_as_the_commits_layer_does(spyre_repo):
+    """The timed layers hand forward() what the commit's attn_layer hands it (its staging
+    buffers), as the recorded first layer did: else the kernel calls differ from the recorded
+    ones, the replies do not fit, and the commit is said to raise (every forward probe but
+    four-3-block-decodes on the R3 trees)."""
+    from tests.fixtures.spyre_sources import BACKEND
+    stores = spyre_repo.edit(BACKEND, *_STORE_WHEN_ROOM, parent="today",
+                             message="batched decode stores into the output when it has room")
+    side = _side(resolve_subject(spyre_repo.spec(stores)), "forward", mix="below-minimum")
+    try:
+        assert side.sample(3) > 0
+    finally:
+        side.close()
