@@ -28,6 +28,21 @@ def figure_store(tmp_path_factory):
         yield folder
 
 
+#: Dynamo's limits a commit's platform module raises when a test imports it in this process
+#: (today's does at import): undone after each test, as the harness undoes them for a subject.
+DYNAMO_LIMITS = ("recompile_limit", "accumulated_recompile_limit")
+
+
+@pytest.fixture(autouse=True)
+def dynamo_limits_undone():
+    import torch._dynamo.config as config
+
+    saved = {k: getattr(config, k) for k in DYNAMO_LIMITS}
+    yield
+    for k, v in saved.items():
+        setattr(config, k, v)
+
+
 @pytest.fixture(scope="session")
 def spyre_repo(tmp_path_factory) -> FixtureRepo:
     """One commit per bucketer generation plus a broken one (tests.fixtures.spyre_repo).
