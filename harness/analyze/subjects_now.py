@@ -130,7 +130,6 @@ SAME_CODE = ("timings not measured: base and head are different commits that run
 
 def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     """Add what harness.measure.interleaved found (oracle, mismatches, timings) and judge it."""
-    from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
     comparison.mismatches += run.mismatches
     comparison.lost += run.lost
     comparison.skipped += run.skipped
@@ -146,17 +145,12 @@ def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:
     comparison.timing_notes.append("base and head measured interleaved on this machine (ABBA "
                                    "rounds until the sequential test decided, or its bound)")
     comparison.timing_notes += run.notes
-    if run.busiest_cores > BUSY_HOST_CORES:
-        comparison.timing_advisory = True
-        comparison.timing_notes.append(
-            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing; "
-            "verdicts are advisory (rerun on a quiet machine)")
+    _busy_host(comparison, run.busiest_cores, "")
 
 
 def add_host_run(comparison: Comparison, run: HostRun) -> None:
     """Add what harness.measure.host_run found (host time of build() and forward(), each with
     its sampler's verdict and, for build(), each side's profile)."""
-    from harness.measure.timing import BUSY_HOST_CORES
     comparison.lost += run.lost
     comparison.skipped += run.skipped
     if run.factor is not None:
@@ -166,8 +160,15 @@ def add_host_run(comparison: Comparison, run: HostRun) -> None:
                                                verdict, profile))
     comparison.timings_measured = True
     comparison.timing_notes += run.notes
-    if run.busiest_cores > BUSY_HOST_CORES and not comparison.timing_advisory:
+    _busy_host(comparison, run.busiest_cores, " host probes")
+
+
+def _busy_host(comparison: Comparison, cores: float, what: str) -> None:
+    """Verdicts taken while other processes used more than BUSY_HOST_CORES are advisory; said
+    once per comparison."""
+    from harness.measure.timing import BUSY_HOST_CORES  # torch is loaded once a run exists
+    if cores > BUSY_HOST_CORES and not comparison.timing_advisory:
         comparison.timing_advisory = True
         comparison.timing_notes.append(
-            f"busy host: other processes used {run.busiest_cores:.2f} cores while timing host "
-            "probes; verdicts are advisory (rerun on a quiet machine)")
+            f"busy host: other processes used {cores:.2f} cores while timing{what}; verdicts "
+            "are advisory (rerun on a quiet machine)")
