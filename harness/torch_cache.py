@@ -1,18 +1,19 @@
-"""Torch's own cache folder for one command.
+"""Torch's own compile cache for a command.
 
-Importing ``torch._dynamo`` makes ``$TMPDIR/torchinductor_<user>`` (torch's default cache folder)
-in whichever process imports it first: a command's subject workers, its exact child and ASV's
-benchmark processes. A command leaves nothing behind, so unless the user names a folder
-(``TORCHINDUCTOR_CACHE_DIR``, kept as given), every process it starts shares one that the command
-owns and removes when it ends (compiled kernels are still shared within the command).
+Importing ``torch._dynamo`` makes torch's default cache folder, ``$TMPDIR/torchinductor_<user>``,
+in whichever process imports it first (subject workers, the exact child, ASV's benchmark
+processes), so a command left it behind in the temporary folder. Unless the user names one
+(``TORCHINDUCTOR_CACHE_DIR``, kept as given), every process a command starts uses
+spyre-bench's cache folder instead: compiled kernels are kept between commands, as before, and
+nothing is left in ``$TMPDIR``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
+
+from harness import user_cache
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
@@ -22,11 +23,10 @@ def command_torch_cache():
     if os.environ.get(CACHE_ENV):
         yield
         return
-    folder = tempfile.mkdtemp(prefix="spyre-bench-torch-")
+    folder = str(user_cache.folder() / "torchinductor")
     os.environ[CACHE_ENV] = folder
     try:
         yield
     finally:
-        if os.environ.get(CACHE_ENV) == folder:
+        if os.environ.get(CACHE_ENV) == folder:   # main() called in-process leaves it as found
             del os.environ[CACHE_ENV]
-        shutil.rmtree(folder, ignore_errors=True)

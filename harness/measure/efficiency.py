@@ -19,9 +19,10 @@ ASV copies into every results file), so each stored row says which roofline it w
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
+
+from harness import user_cache
 
 #: Published peak memory bandwidth (GB/s) by device-name substring (NVIDIA's data sheets, SXM
 #: parts): the defaults before (or instead of) a measurement. Spyre has no entry yet: its card's
@@ -81,8 +82,7 @@ def published_gbps(description: str) -> float | None:
 
 
 def _cache_file() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(root) / "spyre-bench" / "bandwidth.json"
+    return user_cache.folder() / "bandwidth.json"
 
 
 def machine_bandwidth(device, measure: bool = True, cache: Path | None = None) -> dict:

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import user_cache
+
 MEMO_ENV = "SPYRE_BENCH_MEMO"
 DIR_ENV = "SPYRE_BENCH_MEMO_DIR"
 SIZE_ENV = "SPYRE_BENCH_MEMO_MB"
@@ -41,8 +43,7 @@ def folder() -> Path:
     given = os.environ.get(DIR_ENV)
     if given:
         return Path(given).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "spyre-bench" / "figures"
+    return user_cache.folder() / "figures"
 
 
 def limit_bytes() -> int:
