@@ -125,7 +125,8 @@ def _commit(subject: Subject) -> str | None:
 #: Why ``compare --timings`` timed nothing between two commits of one code (harness.worker.same_code).
 SAME_CODE = ("timings not measured: base and head are different commits that run the same code "
              "(one attention closure by content: a change to docs, tests or modules no load "
-             "reaches), so every timing between them is an A/A; the oracle still checked both")
+             "reaches), so every timing between them is an A/A; the oracle checked the head's "
+             "kernels (the base's would compute the same outputs)")
 
 
 def add_kernel_run(comparison: Comparison, run: KernelRun) -> None:

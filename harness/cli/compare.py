@@ -172,7 +172,7 @@ def comparison_from_args(args):
     if args.timings and same_code(base, head):
         from harness.analyze.subjects_now import SAME_CODE, add_kernel_run
         from harness.measure.interleaved import check_kernels
-        add_kernel_run(comparison, check_kernels(base, head))
+        add_kernel_run(comparison, check_kernels(base, head, same_code=True))
         comparison.timing_notes.append(SAME_CODE)
     elif args.timings:
         from harness.analyze.subjects_now import add_host_run, add_kernel_run

@@ -55,10 +55,11 @@ class KernelRun:
     guards: list[dict] = field(default_factory=list)
 
 
-def _prepare_sides(run: KernelRun, probe, base: Subject, head: Subject, dev):
-    """Both sides of one probe, oracle-checked; None (recorded as mismatch/skip) when unusable."""
+def _prepare_sides(run: KernelRun, probe, subjects: tuple, dev):
+    """Each side of one probe (``subjects``: (side, subject) pairs), oracle-checked; None
+    (recorded as mismatch/skip) when unusable."""
     sides = []
-    for side, subject in (("base", base), ("head", head)):
+    for side, subject in subjects:
         try:
             sides.append(probes.prepare(probe, subject, dev))
         except KernelMismatch as exc:
@@ -110,25 +111,28 @@ def _close(sides) -> None:
 
 
 def check_kernels(base: Subject, head: Subject, tier: str = "quick",
-                  device: str = "auto") -> KernelRun:
-    """Run every probe of ``tier`` once per side against the oracle (no timing)."""
+                  device: str = "auto", same_code: bool = False) -> KernelRun:
+    """Run every probe of ``tier`` once per side against the oracle (no timing). With
+    ``same_code`` (harness.worker.same_code: both sides run one code) only the head's run: the
+    base's would compute the same outputs again."""
     dev = select(device)
     dev.prepare(torch_threads())
     run = KernelRun(dev.name)
+    subjects = (("head", head),) if same_code else (("base", base), ("head", head))
     checked = matched = 0
     for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
-        sides = _prepare_sides(run, probe, base, head, dev)
+        sides = _prepare_sides(run, probe, subjects, dev)
         if sides is not None or len(run.mismatches) > before:
             checked += 1
             matched += sides is not None
         _close(sides)
     run.oracle = (matched, checked)
-    _guards(run, base, head, dev)
+    _guards(run, subjects, dev)
     return run
 
 
-def _guards(run: KernelRun, base: Subject, head: Subject, dev) -> None:
+def _guards(run: KernelRun, subjects: tuple, dev) -> None:
     """Each side's own compile guard beside spyre-bench's late compiles, on the guard's workload
     (harness.measure.guard); a side without a guard (or that cannot run it) has none."""
     from harness.config import EngineConfig
@@ -147,7 +151,7 @@ def _guards(run: KernelRun, base: Subject, head: Subject, dev) -> None:
     case = Case(config, override_set(GUARD_OVERRIDES), GUARD_OVERRIDES)
     spec = WorkloadSpec(GUARD_WORKLOAD, mix=GUARD_WORKLOAD, steps=GUARD_STEPS)
     options = KernelOptions(device=dev, time=False)
-    for side, subject in (("base", base), ("head", head)):
+    for side, subject in subjects:
         if not {"forward", "compile_guard"} <= subject.capabilities:
             continue
         row = measure_workload(subject, case, spec, options)
@@ -183,7 +187,7 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
     checked = matched = 0
     for probe in probes.for_subjects(tier, base, head):
         before = len(run.mismatches)
-        sides = _prepare_sides(run, probe, base, head, dev)
+        sides = _prepare_sides(run, probe, (("base", base), ("head", head)), dev)
         if sides is None:
             checked += len(run.mismatches) > before
             continue
@@ -211,5 +215,5 @@ def time_subjects(base: Subject, head: Subject, tier: str = "quick", device: str
         run.notes.append(f"both sides' workers pinned to CPU {placement.describe(cpus)} while "
                          "timed (a process's own core is otherwise a bias of its own)")
     run.oracle = (matched, checked)
-    _guards(run, base, head, dev)
+    _guards(run, (("base", base), ("head", head)), dev)
     return run
