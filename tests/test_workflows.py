@@ -114,6 +114,20 @@ def test_pull_request_workflow_is_read_only_and_uploads_data_not_markdown():
     assert upload["with"]["name"] == "spyre-bench-comparison" and upload["with"]["path"] == "out/"
 
 
+def test_the_pr_job_keeps_figures_of_code_measured_before_and_nothing_else():
+    """The figure memo and torch's compile cache (both keyed by what they hold) between a PR's
+    runs, keyed by spyre-bench's pinned commit first: a new spyre-bench never reads figures
+    another version computed; restored before compare runs."""
+    [job] = load("pr-bench.yml")["jobs"].values()
+    names = [s.get("uses", "").split("@")[0] or s.get("id") for s in job["steps"]]
+    [cache] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@")]
+    assert names.index("actions/cache") < names.index("compare")
+    assert cache["with"]["path"].split() == ["~/.cache/spyre-bench/figures",
+                                             "~/.cache/spyre-bench/torchinductor"]
+    assert cache["with"]["key"].startswith("spyre-bench-${{ env.SPYRE_BENCH_REF }}-")
+    assert cache["with"]["restore-keys"] == "spyre-bench-${{ env.SPYRE_BENCH_REF }}-"
+
+
 def test_workflow_run_workflow_posts_only_and_never_checks_out_the_pr():
     wf, bench = load("pr-comment.yml"), load("pr-bench.yml")
     assert triggers(wf) == {"workflow_run": {"workflows": [bench["name"]], "types": ["completed"]}}
