@@ -4,12 +4,18 @@ No torch is imported here. Every figure is lower-is-better (ASV's convention) an
 ``harness.metrics``; the methods are generated from that registry so a new metric needs no code.
 """
 
+import math
+
 from harness import suite
 from harness.analyze.frontier_place import default_excess
 from harness.evaluate import config_figures, workload_figures
+from harness.ladders import ladder_sum
 from harness.metrics import CONFIG_METRICS, WORKLOAD_METRICS
 from harness.registry import LADDER_UNITS, describe
 from harness.workloads import MIXES, buildable, specs
+
+#: The ratio whose rounding the frontier's excess padding (a percent of it) shares.
+PADDED = WORKLOAD_METRICS["padded_slots_per_real_token"]
 
 _CONFIG_PARAMS, _CONFIG_NAMES = suite.config_params()
 
@@ -35,15 +41,18 @@ def _figures_or_skip(benchmark: str, table: dict, key: tuple) -> dict:
 _EXACT_INT = 2 ** 53
 
 
-def _stored(value):
+def _stored(value, significant: int = 0):
+    """As ASV stores it: a whole float as its int; a ratio at ``significant`` digits (0: as is)."""
+    if isinstance(value, float) and significant and math.isfinite(value):
+        value = float(f"{value:.{significant}g}")
     if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_INT:
         return int(value)
     return value
 
 
-def _track(cls: str, name: str):
+def _track(cls: str, name: str, significant: int):
     def track(self, *params):
-        return _stored(self.figures[name])
+        return _stored(self.figures[name], significant)
     return describe(track, f"exact.{cls}.track_{name}")
 
 
@@ -124,31 +133,32 @@ class Frontier:
         self.figures = _figures_or_skip(f"exact.Frontier{list(key)}", table, key)
 
     def track_excess_padding(self, *params):
-        return self.figures["excess_padding"]
+        return _stored(self.figures["excess_padding"], PADDED.significant)
 
 
 describe(Frontier.track_excess_padding, "exact.Frontier.track_excess_padding")
 
 
-#: Positions of each ladder tracked: the tier's longest doubling ladder (quick 10, full 12); past
-#: the last, only its top entry is seen. Two positions fewer than the full tier's in the quick
-#: tier are 768 numbers (2.9 kB) fewer per commit.
+#: Positions each ladder is summed over: the tier's longest doubling ladder (quick 10, full 12).
 LADDER_POSITIONS = suite.tier().ladder_positions
 
 
 class Ladder:
-    """Per config, every ladder entry by entry, so plain ASV sees what a count hides.
+    """Per config, each ladder as one number plain ASV can judge: its entries summed over the
+    tier's positions, the top entry repeated past its end.
 
     ``exact.Config`` tracks a ladder's size: [1,2,4,8,11] -> [2,3,6,11] is 5 -> 4 buckets, which
-    ASV calls an improvement. Here each position is a series of its own: the entry at that
-    position, or the ladder's top entry past its end (a shorter ladder's missing positions are
-    its top bucket, never a gap), so the same change is four entries grown (worse, as ASV flags
-    it: a larger bucket pads more) and a change of any entry changes a series. A missing ladder
-    is a skip (NaN), never a number: ASV shows a lost ladder as n/a, never as an improvement.
+    ASV calls an improvement. Summed over the tier's positions, padded with the top entry, the
+    same change is 81 -> 88 (quick tier): worse, as ASV flags it, since every position's bucket
+    grew or stayed; a bucket added below lowers the sum. An entry moved without changing the sum
+    is seen by spyre-bench (compare, report, comment), which reads each ladder itself from the
+    run's identity sidecar, where it is stored once. One number per ladder, not one per
+    position: 384 numbers a quick-tier commit instead of 3,840 (14 kB). A missing ladder is a
+    skip (NaN), never a number: ASV shows a lost ladder as n/a, never as an improvement.
     """
 
-    params = _CONFIG_PARAMS + [list(range(LADDER_POSITIONS))]
-    param_names = _CONFIG_NAMES + ["position"]
+    params = _CONFIG_PARAMS
+    param_names = _CONFIG_NAMES
     timeout = 300
 
     @suite.skipped_when_not_drivable
@@ -166,9 +176,8 @@ class Ladder:
         return table
 
     def setup(self, table, *key):
-        *config, self.position = key
-        self.ladders = _figures_or_skip(f"exact.Ladder{config}", table, tuple(config))
-        self.config = config
+        self.ladders = _figures_or_skip(f"exact.Ladder{list(key)}", table, key)
+        self.config = list(key)
 
 
 def _entry(axis: str):
@@ -176,7 +185,7 @@ def _entry(axis: str):
         ladder = self.ladders.get(axis)
         if not ladder:
             suite.skip(f"exact.Ladder.track_{axis}{self.config}", f"no {axis} ladder")
-        return ladder[min(self.position, len(ladder) - 1)]
+        return ladder_sum(ladder, LADDER_POSITIONS)
     return describe(track, f"exact.Ladder.track_{axis}")
 
 
@@ -187,5 +196,5 @@ del _axis
 for _cls, _metrics in ((Config, CONFIG_METRICS), (Workload, WORKLOAD_METRICS)):
     for _name, _metric in _metrics.items():
         if _metric.tracked:
-            setattr(_cls, f"track_{_name}", _track(_cls.__name__, _name))
+            setattr(_cls, f"track_{_name}", _track(_cls.__name__, _name, _metric.significant))
 del _cls, _metrics, _name, _metric

@@ -112,3 +112,10 @@ def chunking(b_seqs: int, b_blocks: int, cores: int = SPYRE_CORES) -> tuple[int,
 
 def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
+
+
+def ladder_sum(ladder: Sequence[int], positions: int) -> int:
+    """The ladder's entries summed over ``positions``, its top entry repeated past its end (every
+    entry of a longer ladder counts): one number that grows when any position's bucket grows,
+    so a ladder of fewer, larger buckets sums higher."""
+    return sum(ladder) + ladder[-1] * max(0, positions - len(ladder))

@@ -65,7 +65,7 @@ class Tier:
     def ladder_positions(self) -> int:
         """Entries of the tier's longest doubling ladder: num_blocks from 1 block to its largest
         max_model_len at its smallest block size (as many as kv from 64 tokens): quick 10, full
-        12, tiny 6. ``exact.Ladder`` tracks that many positions; past them, only the top."""
+        12, tiny 6. ``exact.Ladder`` sums each ladder over that many positions."""
         return (max(self.max_model_lens) // min(self.block_sizes)).bit_length()
 
 

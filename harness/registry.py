@@ -53,11 +53,12 @@ class BenchmarkDef:
 
 
 def _exact_metric(cls: str, metric: Metric) -> BenchmarkDef:
+    # stored rounded (metric.significant): a new series, never a step from the unrounded one
     return BenchmarkDef(f"exact.{cls}.track_{metric.name}", metric.unit, True, metric.description,
-                        figure=metric.name)
+                        revision=2 if metric.significant else 1, figure=metric.name)
 
 
-#: Ladders tracked entry by entry (``exact.Ladder``): axis -> unit of its entries.
+#: Ladders tracked as one number each (``exact.Ladder``): axis -> unit of its entries.
 LADDER_UNITS = {"kv": "tokens", "query": "tokens", "num_blocks": "blocks",
                 "num_seqs": "sequences", "batched_num_seqs": "sequences",
                 "batched_num_blocks": "blocks"}
@@ -65,8 +66,9 @@ LADDER_UNITS = {"kv": "tokens", "query": "tokens", "num_blocks": "blocks",
 
 def _ladder(axis: str, unit: str) -> BenchmarkDef:
     return BenchmarkDef(f"exact.Ladder.track_{axis}", unit, True,
-                        f"the {axis} ladder's entry at a position, its top entry past its end "
-                        "(a change of any entry changes a series; a larger entry pads more)",
+                        f"the {axis} ladder's entries summed over the tier's positions, its top "
+                        "entry repeated past its end (a bucket grown raises it: it pads more; "
+                        "the ladder itself is in the run's identity sidecar)",
                         figure=f"ladders.{axis}")
 
 
@@ -79,7 +81,7 @@ def _all() -> dict[str, BenchmarkDef]:
                      "how much more the config's own kv ladder pads (padded KV slots per real "
                      "token) on the tier's mixes than the best ladder the optimiser finds with "
                      "at most as many compiled graphs, both evaluated by the subject's code "
-                     "(0: on the frontier)"),
+                     "(0: on the frontier)", revision=2),
         BenchmarkDef("kernel.Decode.time_layer", "seconds", False,
                      "wall time of one layer of batched decode attention for a probe's batch, on "
                      "the bucket the subject picks, after an oracle check"),

@@ -119,3 +119,38 @@ def test_a_figure_the_head_no_longer_records_is_lost(tmp_path):
     from harness.analyze.comparison import as_document
     from harness.report.verdict import FAIL_ON, exit_code
     assert exit_code(as_document(c), set(FAIL_ON)) == 1
+
+
+# -- issue 34: a figure stored under a new definition (version) is a new series, never a step ----
+
+PADDED = "exact.Workload.track_padded_slots_per_real_token"
+
+
+def _versions(tmp_path, head_version: str):
+    """Base stored the ratio whole (version 1), head at ten significant digits (head_version)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "benchmarks.json").write_text(json.dumps({
+        PADDED: {"type": "track", "unit": "slots/token", "param_names": ["workload"]},
+        "version": 2}))
+    for day, (commit, value, version) in enumerate(((A, 3.835815474028333, "1"),
+                                                    (B, 3.835815474, head_version))):
+        write_results(tmp_path, commit=commit, date=1_700_000_000_000 + day * 86_400_000,
+                      results={PADDED: [[value], [["'mix'"]], version]})
+    return load_history(tmp_path)
+
+
+def test_a_figure_whose_definition_changed_is_not_compared_and_says_why(tmp_path):
+    c = compare_stored(_versions(tmp_path, "2"), A, B)
+    assert c.exact == [] and c.exact_compared == 0
+    assert c.skipped == [("padded_slots_per_real_token workload mix",
+                          "its definition changed between the two runs' harnesses "
+                          "(version 1 -> 2)")]
+    same = compare_stored(_versions(tmp_path / "same", "1"), A, B)  # one definition: a change
+    assert [(e.base, e.head) for e in same.exact] == [(3.835815474028333, 3.835815474)]
+
+
+def test_a_new_version_of_a_series_makes_no_change_point(tmp_path):
+    from harness.analyze.changepoints import detect
+    assert detect(_versions(tmp_path, "2")) == []
+    [point] = detect(_versions(tmp_path / "same", "1"))
+    assert (point.last_good, point.first_bad) == (A, B)

@@ -6,6 +6,7 @@ from harness.ladders import (
     blocks_ladder,
     chunking,
     default_query_ladder,
+    ladder_sum,
     powers_of_two,
     reachable,
     resolve_clamp,
@@ -73,3 +74,14 @@ def test_reachable_buckets():
     # top-up blocks ladder: 1..32 real blocks reach both buckets
     assert reachable((2, 128), 1, 32) == (2, 128)
     assert reachable((2, 32, 64), 1, 32) == (2, 32)
+
+
+@pytest.mark.parametrize("ladder,positions,expected", [
+    ((1, 2, 4, 8, 11), 10, 81),     # review point 1 at bs 192, quick tier: before #810 ...
+    ((2, 3, 6, 11), 10, 88),        # ... and after: fewer, larger buckets sum higher (worse)
+    ((2, 3, 6, 11), 4, 22),         # as long as the positions: its plain sum
+    ((64, 128, 256, 512), 2, 960),  # longer than the positions: every entry still counts
+    ((1, 2, 4, 9, 11), 10, 82),     # one entry grown (8 -> 9) raises it
+])
+def test_a_ladder_summed_over_positions_grows_when_a_bucket_grows(ladder, positions, expected):
+    assert ladder_sum(ladder, positions) == expected

@@ -24,7 +24,9 @@ def test_each_reason_is_stored_once_and_read_back_per_figure(tmp_path):
     assert text.count(WHY) == 1 and text.count("no kernel") == 1
     stored = json.loads(text)
     assert stored["reasons"] == [WHY, "no kernel"]
-    assert [len(e["benchmarks"]) for e in stored["skipped"]] == [500, 1]
+    assert [{b: len(figures) for b, figures in e["benchmarks"].items()}
+            for e in stored["skipped"]] == [{"exact.Workload": 500}, {"kernel.Compile": 1}]
+    assert text.count("exact.Workload") == 1       # each benchmark's name once, too
     back = read(tmp_path / "abc.json")
     assert back.skipped == ident.skipped and back.ladders == ident.ladders
     assert back.ladders_by_config()[0][1] == {"skipped": WHY}
@@ -46,3 +48,23 @@ def test_a_reason_index_out_of_range_says_so(tmp_path):
     back = read(tmp_path / "abc.json")
     assert back.skipped == [{"benchmark": "exact.Config", "reason": "(reason 3 not stored)"}]
     assert back.ladders[0]["ladders"] == {"skipped": "only"}
+
+
+def test_a_sidecar_with_a_list_of_names_per_reason_reads_as_before(tmp_path):
+    (tmp_path / "abc.identity").write_text(json.dumps(
+        {"subject": "s", "commit": "abc", "reasons": ["why"],
+         "skipped": [{"reason": 0, "benchmarks": ["exact.Config[64]", "kernel.Compile"]}],
+         "ladders": []}))
+    assert read(tmp_path / "abc.json").skipped == [
+        {"benchmark": "exact.Config[64]", "reason": "why"},
+        {"benchmark": "kernel.Compile", "reason": "why"}]
+
+
+def test_names_of_any_shape_come_back_as_written(tmp_path):
+    names = ["a[1]", "a[2, 'x']", "b", "c[d", "e[f]g]", "a[]"]
+    ident = Identity(subject="s", commit="abc", skipped=[{"benchmark": n, "reason": "r"}
+                                                         for n in names],
+                     ladders=[], interrupted=False)
+    ident.write(tmp_path / "abc.json")
+    assert [e["benchmark"] for e in read(tmp_path / "abc.json").skipped] == [
+        "a[1]", "a[2, 'x']", "a[]", "b", "c[d", "e[f]g]"]   # grouped by benchmark, in order

@@ -139,9 +139,11 @@ def detect(frame, order: list[str] | None = None, thresholds=(),
     ok = ok[ok["commit"].isin(rank)]
     points: list[ChangePoint] = []
     keys = ok.assign(_p=[json.dumps(p, sort_keys=True) for p in ok["params"]],
-                     _r=[rank[c] for c in ok["commit"]])
-    for (machine, env, bench, _p), rows in keys.groupby(["machine", "env_name", "benchmark", "_p"],
-                                                        sort=True):
+                     _r=[rank[c] for c in ok["commit"]],
+                     _v=ok["version"].fillna("") if "version" in ok else "")
+    # a new version of a benchmark (a changed definition, harness.registry) is a new series
+    for (machine, env, bench, _p, _v), rows in keys.groupby(
+            ["machine", "env_name", "benchmark", "_p", "_v"], sort=True):
         rows = rows.sort_values("_r")
         commits, values = list(rows["commit"]), [float(v) for v in rows["value"]]
         if len(values) < 2:

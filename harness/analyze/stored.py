@@ -160,6 +160,12 @@ def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
                 comparison.skipped.append((f"{metric} {case_label(params)}",
                                            f"base {statuses[0]}, head {statuses[1]}"))
             continue
+        if rb["version"] != rh["version"]:
+            # a figure whose definition changed (harness.registry) is a new series: never a step
+            comparison.skipped.append((f"{metric} {case_label(params)}",
+                                       "its definition changed between the two runs' harnesses "
+                                       f"(version {rb['version']} -> {rh['version']})"))
+            continue
         comparison.add_exact(metric, params, rb["value"], rh["value"])
 
 

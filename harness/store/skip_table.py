@@ -3,10 +3,12 @@
 A commit the harness cannot drive skips every figure for the same reason (a missing bucketer, a
 vLLM name no stand-in covers): stored per figure, that one sentence filled 180 kB of a 212 kB
 sidecar. On disk each distinct reason is kept once (``reasons``) and every skip refers to it by
-index: ``skipped`` holds one ``{"reason": i, "benchmarks": [...]}`` per reason, and a config's
-ladders ``{"skipped": i}``. In memory (``Identity``) skips stay ``{"benchmark", "reason"}``
-entries and ladders ``{"skipped": reason}``, so readers see the sentence itself. Sidecars written
-before this (a reason per entry) read as they are.
+index: ``skipped`` holds one ``{"reason": i, "benchmarks": {...}}`` per reason, its figures by
+benchmark (``{"exact.Frontier": ["64, 256, 32, 'kv-sparse'", ...]}``: the name once, each
+figure's parameters; ``null`` for a figure without), and a config's ladders
+``{"skipped": i}``. In memory (``Identity``) skips stay ``{"benchmark", "reason"}`` entries and
+ladders ``{"skipped": reason}``, so readers see the sentence itself. Sidecars written before this
+(a reason per entry, or a list of names per reason) read as they are.
 """
 
 from __future__ import annotations
@@ -34,7 +36,30 @@ def pack(record: dict) -> dict:
             entry = {**entry, "ladders": packed} if "config" in entry else packed
         ladders.append(entry)
     return {**record, "reasons": reasons, "ladders": ladders,
-            "skipped": [{"reason": i, "benchmarks": names} for i, names in groups.items()]}
+            "skipped": [{"reason": i, "benchmarks": _by_benchmark(names)}
+                        for i, names in groups.items()]}
+
+
+def _by_benchmark(names: list) -> dict:
+    """``exact.Frontier[64, 256, 32, 'none']`` as ``{"exact.Frontier": ["64, 256, 32, 'none']}``
+    (a name without parameters: ``[None]``), first-seen order kept: each name once, not per
+    figure (a quick-tier reference commit's skips: 5.0 kB -> 2.6 kB)."""
+    out: dict[str, list] = {}
+    for name in names:
+        head, bracket, tail = str(name).partition("[")
+        if bracket and tail.endswith("]"):
+            out.setdefault(head, []).append(tail[:-1])
+        else:
+            out.setdefault(str(name), []).append(None)
+    return out
+
+
+def _names(benchmarks) -> list:
+    """The figures' names back from :func:`_by_benchmark` (a list, as stored before: as is)."""
+    if not isinstance(benchmarks, dict):
+        return benchmarks
+    return [name if params is None else f"{name}[{params}]"
+            for name, each in benchmarks.items() if isinstance(each, list) for params in each]
 
 
 def unpack(data: dict) -> dict:
@@ -49,9 +74,9 @@ def unpack(data: dict) -> dict:
 
     skipped = []
     for entry in data.get("skipped") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("benchmarks"), list):
+        if isinstance(entry, dict) and isinstance(entry.get("benchmarks"), (list, dict)):
             why = sentence(entry.get("reason"))
-            skipped += [{"benchmark": name, "reason": why} for name in entry["benchmarks"]]
+            skipped += [{"benchmark": name, "reason": why} for name in _names(entry["benchmarks"])]
         else:
             skipped.append(entry)
     if not isinstance(data.get("ladders"), list):   # an older layout: read by its own reader
