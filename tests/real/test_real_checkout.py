@@ -3,7 +3,8 @@
 Opt-in: ``make test-real REAL=<path to a spyre-inference git checkout>`` (``SPYRE_BENCH_REAL``);
 skipped when not given. ``REAL_REVS`` (space-separated revisions, default: every commit on HEAD's
 first-parent history that has the attention bucketer) picks the commits, e.g. the assembled trees
-of README "Real trees": ``REAL_REVS="up-19461caa mix-r3-bucketer r3-450e577d r3-32e22ec4"``.
+of README "Real trees": ``REAL_REVS="up-2bb2cfd8 up-19461caa up-64676867 mix-r3-bucketer
+r3-450e577d r3-32e22ec4 ani-8a331f98"``.
 
 For each commit it asserts what a kernel engineer relies on, path by path: ``ladders`` is
 computed; ``cost`` and ``kernel`` run each K/V layout the commit's platform offers (its own
