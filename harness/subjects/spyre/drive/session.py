@@ -280,14 +280,15 @@ class BuilderSession:
         return SubjectRaised(f"{self.origin}: subject raised {type(exc).__name__} in {what}: "
                              f"{exc}{where(exc, self.tree)}")
 
-    def forward(self, metadata, query, kv_cache, output):
+    def forward(self, metadata, query, kv_cache, output, stage: bool = True):
         """One layer through the subject's impl; returns (kernel calls, transfers) of it, the
-        transfers since the step's build() counted by kind (:meth:`TransferLog.counts`)."""
+        transfers since the step's build() counted by kind (:meth:`TransferLog.counts`);
+        ``stage`` as :meth:`call_impl`."""
         for p in self.proxies:
             p.calls.clear()
         self.transfers.name_fields(metadata, clear=False)
         try:
-            self.call_impl(query, kv_cache, metadata, output)
+            self.call_impl(query, kv_cache, metadata, output, stage)
         except NotDrivable:
             raise
         except Exception as exc:
@@ -295,21 +296,25 @@ class BuilderSession:
         calls = [c for p in self.proxies for c in p.calls]
         return calls, self.transfers.counts()
 
-    def call_impl(self, query, kv_cache, metadata, output) -> None:
+    def call_impl(self, query, kv_cache, metadata, output, stage: bool = True) -> None:
         """One layer of the impl's forward, called as the engine calls it: where the commit's
         ``attn_layer`` has taken the layer over (its ``install`` bound the layer's forward) and
         the impl has staging buffers, the query is staged into them and the output copied back,
         as that forward does, so the kernels see the buffers (and shapes) warmup traced them
-        with; otherwise the step's own tensors."""
+        with; otherwise the step's own tensors. ``stage=False`` (a recorded forward, whose
+        placeholders nothing reads) passes the buffers without copying the data: a long
+        prefill's two copies were 17 % of a real commit's exact tier."""
         staging = getattr(self.impl, "staging_buffers", None)
         if not callable(staging) or "forward" not in vars(self.layer):
             self.impl.forward(self.layer, query, query, query, kv_cache, metadata, output)
             return
         q_in, out_buf = staging(query.device)
         rows = query.shape[0]
-        q_in[:rows] = query
+        if stage:
+            q_in[:rows] = query
         self.impl.forward(self.layer, q_in, query, query, kv_cache, metadata, out_buf)
-        output.copy_(out_buf[:rows])
+        if stage:
+            output.copy_(out_buf[:rows])
 
     def release(self) -> None:
         """Drop what the last forward recorded (its kernel arguments are the step's tensors,
@@ -378,7 +383,7 @@ class BuilderSession:
         cache = self.kv_cache(None, step_pages(step, self.config.block_size), placeholder=True)
         metadata, _ = self.build(step, seed)
         query, cache, output = self.placeholders(step, cache)
-        calls, transfers = self.forward(metadata, query, cache, output)
+        calls, transfers = self.forward(metadata, query, cache, output, stage=False)
         self.release()
         return calls, transfers, metadata
 

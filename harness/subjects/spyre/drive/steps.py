@@ -67,7 +67,9 @@ def common_metadata(config: EngineConfig, step, seed: int = 0):
     table[torch.arange(width) < torch.tensor(blocks).unsqueeze(1)] = pages
     # the new tokens of sequence s are positions seq_len - query_len .. seq_len - 1
     q = torch.tensor(query_lens)
-    seq_of_token = torch.repeat_interleave(torch.arange(n), q)
+    # output_size given: without it torch takes a path 100x slower (7 ms a step, 10 % of a
+    # real commit's exact tier)
+    seq_of_token = torch.repeat_interleave(torch.arange(n), q, output_size=starts[-1])
     first_new = torch.tensor([x - y for x, y in zip(seq_lens, query_lens)])
     tokens = (torch.arange(starts[-1]) - torch.tensor(starts[:-1])[seq_of_token]
               + first_new[seq_of_token])
