@@ -142,7 +142,7 @@ def _key(row) -> tuple:
 
 
 def _compare_exact_rows(comparison: Comparison, b_rows, h_rows) -> None:
-    # ladders entry by entry (exact.Ladder) are compared whole, from the identity's ladders
+    # ladders (exact.Ladder: one sum each) are compared whole, from the identity's ladders
     exact = lambda rows: {_key(r): r for _, r in rows[rows["benchmark"].map(  # noqa: E731
         lambda b: is_exact(b) and not b.startswith(LADDER_BENCHMARKS))].iterrows()}
     b, h = exact(b_rows), exact(h_rows)
