@@ -114,16 +114,26 @@ def test_pull_request_workflow_is_read_only_and_uploads_data_not_markdown():
     assert upload["with"]["name"] == "spyre-bench-comparison" and upload["with"]["path"] == "out/"
 
 
-def test_the_pr_job_keeps_figures_of_code_measured_before_and_nothing_else():
+def test_the_pr_job_keeps_figures_of_code_measured_before_and_nothing_else(monkeypatch):
     """The figure memo and torch's compile cache (both keyed by what they hold) between a PR's
-    runs, keyed by spyre-bench's pinned commit first: a new spyre-bench never reads figures
-    another version computed; restored before compare runs."""
+    runs, where spyre-bench keeps them on the runner, keyed by spyre-bench's pinned commit
+    first: a new spyre-bench never reads figures another version computed; restored before
+    compare runs."""
+    import os
+
+    from harness.subjects.memo import store
+    from harness.torch_cache import CACHE_ENV, command_torch_cache
+    monkeypatch.setenv("HOME", "/home/runner")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("SPYRE_BENCH_MEMO_DIR", raising=False)
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    with command_torch_cache():
+        kept = [str(store.folder()), os.environ[CACHE_ENV]]
     [job] = load("pr-bench.yml")["jobs"].values()
     names = [s.get("uses", "").split("@")[0] or s.get("id") for s in job["steps"]]
     [cache] = [s for s in job["steps"] if s.get("uses", "").startswith("actions/cache@")]
     assert names.index("actions/cache") < names.index("compare")
-    assert cache["with"]["path"].split() == ["~/.cache/spyre-bench/figures",
-                                             "~/.cache/spyre-bench/torchinductor"]
+    assert [p.replace("~", "/home/runner", 1) for p in cache["with"]["path"].split()] == kept
     assert cache["with"]["key"].startswith("spyre-bench-${{ env.SPYRE_BENCH_REF }}-")
     assert cache["with"]["restore-keys"] == "spyre-bench-${{ env.SPYRE_BENCH_REF }}-"
 
